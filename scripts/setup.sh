@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the CPU build needs (only those missing) and builds switchyard into
+# build/ (Release). Extra arguments are passed to CMake's configure step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake g++ make ccache pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
+          python3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  echo "installing: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+cmake --build build -j"$(nproc)"

@@ -1,0 +1,31 @@
+// switchyard: one binary, one subcommand per job. Bad flags or input: one line on stderr, exit 2.
+#include <cstdio>
+
+#include "apps/commands.h"
+#include "base/check.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"switchyard: Mixture-of-Experts inference engine"};
+  app.require_subcommand(1);
+  const sy::CommandMain generate = sy::add_generate_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "switchyard: %s (see --help)\n", e.what());
+    return 2;
+  }
+  try {
+    if (app.got_subcommand("generate")) return generate();
+  } catch (const sy::Error& e) {
+    std::fprintf(stderr, "switchyard: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "switchyard: internal error: %s\n", e.what());
+    return 1;
+  }
+  return 2;
+}

@@ -1,0 +1,66 @@
+// GQA attention block.
+#include "model/blocks/attention.h"
+
+#include <cmath>
+
+namespace sy {
+
+namespace {
+enum ScratchId : int { kQ = 100, kK, kV, kAttn };
+}
+
+GqaAttentionWeights bind_gqa_attention(WeightLoader& loader, const std::string& prefix, const GqaAttentionConfig& c) {
+  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.kv_heads * c.head_dim;
+  GqaAttentionWeights w;
+  w.q_proj = loader.bind(prefix + "q_proj.weight", {q_dim, c.hidden});
+  w.k_proj = loader.bind(prefix + "k_proj.weight", {kv_dim, c.hidden});
+  w.v_proj = loader.bind(prefix + "v_proj.weight", {kv_dim, c.hidden});
+  w.o_proj = loader.bind(prefix + "o_proj.weight", {c.hidden, q_dim});
+  if (c.qkv_bias) {
+    w.q_bias = loader.bind(prefix + "q_proj.bias", {q_dim}, WeightInit::zeros);
+    w.k_bias = loader.bind(prefix + "k_proj.bias", {kv_dim}, WeightInit::zeros);
+    w.v_bias = loader.bind(prefix + "v_proj.bias", {kv_dim}, WeightInit::zeros);
+  }
+  if (c.o_bias) w.o_bias = loader.bind(prefix + "o_proj.bias", {c.hidden}, WeightInit::zeros);
+  if (c.qk_norm) {
+    w.q_norm = loader.bind(prefix + "q_norm.weight", {c.head_dim}, WeightInit::ones);
+    w.k_norm = loader.bind(prefix + "k_norm.weight", {c.head_dim}, WeightInit::ones);
+  }
+  return w;
+}
+
+void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaAttentionConfig& c,
+                           const GqaAttentionWeights& w, const RopeView& rope, const float* x, float* out,
+                           float* k_cache, float* v_cache) {
+  Backend& be = *step.backend;
+  const int64_t T = step.tokens, q_dim = c.n_heads * c.head_dim, kv_dim = c.kv_heads * c.head_dim;
+  float* q = scratch.get<float>(kQ, T * q_dim);
+  float* k = scratch.get<float>(kK, T * kv_dim);
+  float* v = scratch.get<float>(kV, T * kv_dim);
+  float* attn = scratch.get<float>(kAttn, T * q_dim);
+  be.linear(x, w.q_proj, w.q_bias, q, T, q_dim, c.hidden);
+  be.linear(x, w.k_proj, w.k_bias, k, T, kv_dim, c.hidden);
+  be.linear(x, w.v_proj, w.v_bias, v, T, kv_dim, c.hidden);
+  if (c.qk_norm) {
+    be.rms_norm(q, w.q_norm, q, T * c.n_heads, c.head_dim, c.qk_norm_eps);
+    be.rms_norm(k, w.k_norm, k, T * c.kv_heads, c.head_dim, c.qk_norm_eps);
+  }
+  RopeArgs ra{.x = q, .positions = step.positions, .inv_freq = rope.inv_freq, .tokens = T, .heads = c.n_heads,
+              .head_dim = c.head_dim, .rotary_dim = c.rotary_dim, .attention_scale = rope.attention_scale,
+              .interleaved = c.rope_interleaved};
+  be.rope(ra);
+  ra.x = k;
+  ra.heads = c.kv_heads;
+  be.rope(ra);
+  be.kv_write({.k = k, .v = v, .slots = step.slots, .k_cache = k_cache, .v_cache = v_cache, .tokens = T,
+               .kv_heads = c.kv_heads, .head_dim = c.head_dim, .v_head_dim = c.head_dim});
+  be.paged_attention({.q = q, .k_cache = k_cache, .v_cache = v_cache, .block_tables = step.block_tables,
+                      .token_seq = step.token_seq, .positions = step.positions, .out = attn, .tokens = T,
+                      .n_heads = c.n_heads, .kv_heads = c.kv_heads, .head_dim = c.head_dim,
+                      .v_head_dim = c.head_dim, .block_size = step.block_size, .max_blocks = step.max_blocks,
+                      .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                      .sliding_window = c.sliding_window});
+  be.linear(attn, w.o_proj, w.o_bias, out, T, c.hidden, q_dim);
+}
+
+}  // namespace sy

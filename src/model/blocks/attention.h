@@ -1,0 +1,53 @@
+// Grouped-query attention with rotary embeddings over the paged KV cache (Mixtral, Qwen3-MoE,
+// GLM-4.5): q/k/v projections (optional bias), optional per-head q/k RMSNorm before rope, o projection.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/blocks/step.h"
+#include "model/weights.h"
+
+namespace sy {
+
+struct GqaAttentionConfig {
+  int64_t hidden = 0;
+  int64_t n_heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;       // <= head_dim (partial rotary)
+  bool rope_interleaved = false;
+  bool qkv_bias = false;
+  bool o_bias = false;
+  bool qk_norm = false;         // Qwen3: RMSNorm over each head's q and k before rope
+  float qk_norm_eps = 1e-6f;
+  int64_t sliding_window = 0;   // 0: full causal attention
+};
+
+struct GqaAttentionWeights {
+  const float* q_proj = nullptr;  // [n_heads * head_dim, hidden]
+  const float* k_proj = nullptr;  // [kv_heads * head_dim, hidden]
+  const float* v_proj = nullptr;  // [kv_heads * head_dim, hidden]
+  const float* o_proj = nullptr;  // [hidden, n_heads * head_dim]
+  const float* q_bias = nullptr;  // [n_heads * head_dim] or null
+  const float* k_bias = nullptr;  // [kv_heads * head_dim] or null
+  const float* v_bias = nullptr;  // [kv_heads * head_dim] or null
+  const float* o_bias = nullptr;  // [hidden] or null
+  const float* q_norm = nullptr;  // [head_dim] or null
+  const float* k_norm = nullptr;  // [head_dim] or null
+};
+
+// Binds `prefix` + {q,k,v,o}_proj.weight (and .bias, q_norm/k_norm as the config says).
+GqaAttentionWeights bind_gqa_attention(WeightLoader& loader, const std::string& prefix, const GqaAttentionConfig& c);
+
+struct RopeView {
+  const float* inv_freq = nullptr;  // device [rotary_dim / 2]
+  float attention_scale = 1.0f;
+};
+
+// out[T, hidden] = attention(x[T, hidden]); writes this step's K/V into (k_cache, v_cache) first.
+void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaAttentionConfig& c,
+                           const GqaAttentionWeights& w, const RopeView& rope, const float* x, float* out,
+                           float* k_cache, float* v_cache);
+
+}  // namespace sy

@@ -1,0 +1,42 @@
+// What every block of one forward step shares: the backend, the batch's device-side index arrays and
+// a grow-only scratch allocator.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace sy {
+
+struct StepContext {
+  Backend* backend = nullptr;
+  int64_t tokens = 0;               // T
+  const int32_t* positions = nullptr;     // device [T]
+  const int32_t* token_seq = nullptr;     // device [T]
+  const int32_t* slots = nullptr;         // device [T]
+  const int32_t* block_tables = nullptr;  // device [n_seqs, max_blocks]
+  int64_t n_seqs = 0;
+  int64_t max_blocks = 0;
+  int64_t block_size = 0;
+};
+
+// Device scratch memory reused across steps; buffers grow when a step needs more and are never
+// shrunk, so steady-state steps do not allocate.
+class Scratch {
+ public:
+  explicit Scratch(Backend& backend) : backend_(backend) {}
+  // Slot `id` holds at least `count` elements of T; previous contents are not preserved on growth.
+  template <typename T>
+  T* get(int id, int64_t count) {
+    return static_cast<T*>(get_bytes(id, static_cast<size_t>(count) * sizeof(T)));
+  }
+
+ private:
+  void* get_bytes(int id, size_t bytes);
+  Backend& backend_;
+  std::vector<std::unique_ptr<DeviceBuffer>> slots_;
+};
+
+}  // namespace sy

@@ -1,0 +1,75 @@
+// A loaded model: one forward pass over a batch of sequences (prefill chunks and decode tokens mixed)
+// against a paged KV cache, returning logits for the requested rows.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace sy {
+
+// Per-layer shape of the paged KV cache the model expects.
+struct KvGeometry {
+  int64_t n_layers = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;    // K row per head
+  int64_t v_head_dim = 0;  // V row per head
+};
+
+struct ModelInfo {
+  std::string architecture;  // HF class, e.g. "Qwen3MoeForCausalLM"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t n_layers = 0;      // layers actually built (after --layers)
+  int64_t max_position_embeddings = 0;
+  KvGeometry kv;
+  size_t weight_bytes = 0;   // device bytes held by weights
+};
+
+// Device memory of the paged KV cache for every layer: slot = block * block_size + offset.
+struct KvCacheView {
+  std::vector<float*> k;  // per layer: [n_blocks * block_size, kv_heads, head_dim]
+  std::vector<float*> v;  // per layer: [n_blocks * block_size, kv_heads, v_head_dim]
+  int64_t block_size = 0;
+  int64_t n_blocks = 0;
+};
+
+// Host-side description of one step. Token i belongs to sequence token_seq[i], sits at positions[i]
+// and writes its K/V to slots[i]; block_tables holds each sequence's block ids ([n_seqs, max_blocks]).
+struct ForwardBatch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> token_seq;
+  std::vector<int32_t> slots;
+  std::vector<int32_t> block_tables;
+  int64_t n_seqs = 0;
+  int64_t max_blocks = 0;
+  std::vector<int32_t> logit_rows;  // token indices whose next-token logits are returned, in this order
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelInfo& info() const = 0;
+  // Writes logits [batch.logit_rows.size(), vocab] to host memory `logits`.
+  virtual void forward(const ForwardBatch& batch, const KvCacheView& kv, float* logits) = 0;
+};
+
+struct LoadOptions {
+  std::filesystem::path dir;  // Hugging Face model folder
+  bool random_weights = false;  // only config.json is read
+  uint64_t seed = 0;            // random weights
+  int64_t max_layers = 0;       // > 0: keep only the first max_layers layers
+};
+
+// Reads config.json, picks the architecture, binds every weight. Throws sy::Error on bad input.
+std::unique_ptr<Model> load_model(const LoadOptions& options, Backend& backend);
+
+// Architectures this build can load (for error messages and --help).
+std::vector<std::string> supported_architectures();
+
+}  // namespace sy

@@ -1,0 +1,124 @@
+// Forward pass of the pre-norm decoder stack.
+#include "model/transformer.h"
+
+#include "base/check.h"
+#include "base/log.h"
+
+namespace sy {
+
+namespace {
+
+enum ScratchId : int { kTokens = 0, kPositions, kTokenSeq, kSlots, kBlockTables, kLogitRows, kResidual, kNormed,
+                       kBlockOut, kLastHidden, kLogits };
+
+class Transformer final : public Model {
+ public:
+  Transformer(TransformerSpec spec, WeightStore weights, Backend& backend)
+      : spec_(std::move(spec)), weights_(std::move(weights)), backend_(backend), scratch_(backend) {
+    spec_.info.weight_bytes = weights_.bytes;
+    inv_freq_ = backend_.alloc(spec_.rope.inv_freq.size() * sizeof(float));
+    backend_.copy_to_device(inv_freq_->data(), spec_.rope.inv_freq.data(), inv_freq_->size());
+  }
+
+  const ModelInfo& info() const override { return spec_.info; }
+
+  void forward(const ForwardBatch& b, const KvCacheView& kv, float* logits) override {
+    const auto T = static_cast<int64_t>(b.tokens.size());
+    const int64_t H = spec_.info.hidden_size, V = spec_.info.vocab_size;
+    SY_CHECK(T > 0, "a forward pass needs at least one token");
+    SY_CHECK(b.positions.size() == b.tokens.size() && b.token_seq.size() == b.tokens.size() &&
+                 b.slots.size() == b.tokens.size(),
+             "batch arrays disagree: {} tokens, {} positions, {} sequence ids, {} slots", T, b.positions.size(),
+             b.token_seq.size(), b.slots.size());
+    SY_CHECK(static_cast<int64_t>(b.block_tables.size()) == b.n_seqs * b.max_blocks,
+             "block table holds {} entries, expected {} sequences x {} blocks", b.block_tables.size(), b.n_seqs,
+             b.max_blocks);
+    SY_CHECK(static_cast<int64_t>(kv.k.size()) == spec_.info.n_layers, "KV cache has {} layers, model has {}",
+             kv.k.size(), spec_.info.n_layers);
+    for (int32_t t : b.tokens) SY_CHECK(t >= 0 && t < V, "token id {} is outside the vocabulary [0, {})", t, V);
+
+    StepContext step{.backend = &backend_, .tokens = T, .n_seqs = b.n_seqs, .max_blocks = b.max_blocks,
+                     .block_size = kv.block_size};
+    step.positions = upload(kPositions, b.positions);
+    step.token_seq = upload(kTokenSeq, b.token_seq);
+    step.slots = upload(kSlots, b.slots);
+    step.block_tables = upload(kBlockTables, b.block_tables);
+    const int32_t* tokens = upload(kTokens, b.tokens);
+
+    float* residual = scratch_.get<float>(kResidual, T * H);
+    float* normed = scratch_.get<float>(kNormed, T * H);
+    float* block_out = scratch_.get<float>(kBlockOut, T * H);
+    const RopeView rope{.inv_freq = inv_freq_->as<float>(), .attention_scale = spec_.rope.attention_scale};
+    const float eps = spec_.norm_eps;
+
+    backend_.embedding(spec_.embed, tokens, residual, T, H);
+    backend_.rms_norm(residual, spec_.layers[0].input_norm, normed, T, H, eps);
+    for (size_t l = 0; l < spec_.layers.size(); ++l) {
+      const DecoderLayer& layer = spec_.layers[l];
+      gqa_attention_forward(step, scratch_, layer.attn_config, layer.attn, rope, normed, block_out, kv.k[l], kv.v[l]);
+      backend_.add_rms_norm(residual, block_out, layer.post_attn_norm, normed, T, H, eps);
+      if (layer.moe_config) {
+        moe_forward(step, scratch_, *layer.moe_config, layer.moe, normed, block_out);
+      } else {
+        dense_mlp_forward(step, scratch_, layer.mlp, normed, block_out);
+      }
+      const float* next_norm = l + 1 < spec_.layers.size() ? spec_.layers[l + 1].input_norm : spec_.final_norm;
+      backend_.add_rms_norm(residual, block_out, next_norm, normed, T, H, eps);
+    }
+
+    const auto R = static_cast<int64_t>(b.logit_rows.size());
+    if (R == 0) return;
+    for (int32_t r : b.logit_rows) SY_CHECK(r >= 0 && r < T, "logit row {} is outside the batch's {} tokens", r, T);
+    float* last = scratch_.get<float>(kLastHidden, R * H);
+    float* dev_logits = scratch_.get<float>(kLogits, R * V);
+    backend_.gather_rows(normed, upload(kLogitRows, b.logit_rows), last, R, H);
+    backend_.linear(last, spec_.lm_head, nullptr, dev_logits, R, V, H);
+    backend_.copy_to_host(logits, dev_logits, static_cast<size_t>(R * V) * sizeof(float));
+  }
+
+ private:
+  const int32_t* upload(int id, const std::vector<int32_t>& v) {
+    int32_t* d = scratch_.get<int32_t>(id, static_cast<int64_t>(v.size()) + 1);
+    backend_.copy_to_device(d, v.data(), v.size() * sizeof(int32_t));
+    return d;
+  }
+
+  TransformerSpec spec_;
+  WeightStore weights_;
+  Backend& backend_;
+  Scratch scratch_;
+  std::unique_ptr<DeviceBuffer> inv_freq_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_transformer(TransformerSpec spec, WeightStore weights, Backend& backend) {
+  SY_CHECK(!spec.layers.empty(), "a model needs at least one layer");
+  return std::make_unique<Transformer>(std::move(spec), std::move(weights), backend);
+}
+
+}  // namespace sy
+
+namespace sy {
+
+int64_t layers_to_build(int64_t n_layers, int64_t max_layers, WeightLoader& loader) {
+  if (max_layers <= 0 || max_layers >= n_layers) return n_layers;
+  log_info("building the first {} of {} layers (--layers)", max_layers, n_layers);
+  for (int64_t i = max_layers; i < n_layers; ++i) loader.skip_prefix("model.layers." + std::to_string(i) + ".");
+  return max_layers;
+}
+
+void bind_embeddings_and_head(WeightLoader& loader, TransformerSpec& spec, bool tie_word_embeddings) {
+  const int64_t V = spec.info.vocab_size, H = spec.info.hidden_size;
+  spec.embed = loader.bind("model.embed_tokens.weight", {V, H});
+  spec.final_norm = loader.bind("model.norm.weight", {H}, WeightInit::ones);
+  if (!tie_word_embeddings) {
+    spec.lm_head = loader.bind("lm_head.weight", {V, H});
+    return;
+  }
+  spec.lm_head = spec.embed;
+  // Some tied checkpoints still carry a copy of the head; it is by definition the embedding.
+  if (!loader.random() && loader.has("lm_head.weight")) loader.skip_prefix("lm_head.weight");
+}
+
+}  // namespace sy

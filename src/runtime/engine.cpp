@@ -1,0 +1,129 @@
+// Engine: scheduler → ForwardBatch → model → sampler.
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/check.h"
+
+namespace sy {
+
+struct Engine::Entry {
+  Request request;
+  Sequence seq;
+  Sampler sampler;
+  RequestResult result;
+  int64_t logit_rows_kept = 0;  // rows of result.logits already filled (survives preemption)
+  Entry(Request r, int64_t id) : request(std::move(r)), sampler(request.sampling) {
+    seq.id = id;
+    seq.tokens = request.prompt;
+  }
+};
+
+Engine::Engine(Model& model, Backend& backend, const EngineConfig& config)
+    : model_(model),
+      blocks_(config.kv_blocks, config.block_size),
+      pool_(backend, model.info().kv, config.kv_blocks, config.block_size),
+      scheduler_(blocks_, config.scheduler) {}
+
+Engine::~Engine() = default;
+
+int64_t Engine::add(Request request) {
+  const int64_t vocab = model_.info().vocab_size;
+  SY_CHECK(!request.prompt.empty(), "the prompt is empty; give at least one token id");
+  for (int32_t t : request.prompt) {
+    SY_CHECK(t >= 0 && t < vocab, "prompt token id {} is outside the model's vocabulary [0, {})", t, vocab);
+  }
+  SY_CHECK(request.max_new_tokens >= 1, "max_tokens must be at least 1, got {}", request.max_new_tokens);
+  const int64_t total = static_cast<int64_t>(request.prompt.size()) + request.max_new_tokens;
+  SY_CHECK(total <= model_.info().max_position_embeddings,
+           "prompt ({} tokens) plus max_tokens ({}) exceeds the model's max_position_embeddings {}",
+           request.prompt.size(), request.max_new_tokens, model_.info().max_position_embeddings);
+  validate(request.sampling);
+  const auto id = static_cast<int64_t>(entries_.size());
+  entries_.push_back(std::make_unique<Entry>(std::move(request), id));
+  scheduler_.add(&entries_.back()->seq);
+  return id;
+}
+
+bool Engine::step() {
+  const std::vector<ScheduledChunk> chunks = scheduler_.schedule();
+  if (chunks.empty()) return false;
+  const int64_t vocab = model_.info().vocab_size;
+
+  ForwardBatch b;
+  b.n_seqs = static_cast<int64_t>(chunks.size());
+  for (const auto& c : chunks) b.max_blocks = std::max(b.max_blocks, static_cast<int64_t>(c.seq->block_table.size()));
+  b.block_tables.assign(static_cast<size_t>(b.n_seqs * b.max_blocks), 0);
+  // Per chunk: the first logit row it owns and how many.
+  std::vector<std::pair<size_t, int64_t>> chunk_rows;
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const ScheduledChunk& c = chunks[ci];
+    const Entry& e = *entries_[static_cast<size_t>(c.seq->id)];
+    std::copy(c.seq->block_table.begin(), c.seq->block_table.end(),
+              b.block_tables.begin() + static_cast<int64_t>(ci) * b.max_blocks);
+    const auto first_token = static_cast<int32_t>(b.tokens.size());
+    for (int64_t p = c.start; p < c.start + c.len; ++p) {
+      b.tokens.push_back(c.seq->tokens[static_cast<size_t>(p)]);
+      b.positions.push_back(static_cast<int32_t>(p));
+      b.token_seq.push_back(static_cast<int32_t>(ci));
+      b.slots.push_back(blocks_.slot(c.seq->block_table, p));
+    }
+    // Rows wanted: every not-yet-kept position when keeping logits, else only the last if it samples.
+    const size_t row0 = b.logit_rows.size();
+    const int64_t from = e.request.keep_logits ? std::max(c.start, e.logit_rows_kept) : c.start + c.len - 1;
+    if (e.request.keep_logits || c.samples_next()) {
+      for (int64_t p = from; p < c.start + c.len; ++p) b.logit_rows.push_back(first_token + static_cast<int32_t>(p - c.start));
+    }
+    chunk_rows.emplace_back(row0, static_cast<int64_t>(b.logit_rows.size() - row0));
+  }
+
+  logits_.resize(b.logit_rows.size() * static_cast<size_t>(vocab));
+  model_.forward(b, pool_.view(), logits_.data());
+  ++steps_;
+  tokens_processed_ += static_cast<int64_t>(b.tokens.size());
+
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const ScheduledChunk& c = chunks[ci];
+    Entry& e = *entries_[static_cast<size_t>(c.seq->id)];
+    c.seq->computed = c.start + c.len;
+    const auto [row0, n_rows] = chunk_rows[ci];
+    if (e.request.keep_logits && n_rows > 0) {
+      const float* src = logits_.data() + row0 * static_cast<size_t>(vocab);
+      e.result.logits.insert(e.result.logits.end(), src, src + n_rows * vocab);
+      e.logit_rows_kept += n_rows;
+    }
+    if (!c.samples_next()) continue;
+    const float* last = logits_.data() + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
+    const int32_t token = e.sampler.sample(last, vocab);
+    e.result.output.push_back(token);
+    c.seq->tokens.push_back(token);
+    const bool stop = std::find(e.request.stop_tokens.begin(), e.request.stop_tokens.end(), token) !=
+                      e.request.stop_tokens.end();
+    if (stop || static_cast<int64_t>(e.result.output.size()) >= e.request.max_new_tokens) {
+      e.result.finished = true;
+      scheduler_.finish(c.seq);
+    }
+  }
+  return true;
+}
+
+void Engine::run() {
+  while (!scheduler_.idle()) {
+    SY_CHECK(step(), "the scheduler could not run any of {} waiting sequences; the KV cache ({} blocks of {}) is too "
+             "small for them", scheduler_.waiting().size(), blocks_.n_blocks(), blocks_.block_size());
+  }
+}
+
+const RequestResult& Engine::result(int64_t id) const {
+  SY_CHECK(id >= 0 && id < static_cast<int64_t>(entries_.size()), "no request with id {}", id);
+  return entries_[static_cast<size_t>(id)]->result;
+}
+
+void Engine::check_integrity() const {
+  std::vector<const std::vector<int32_t>*> tables;
+  for (const auto& e : entries_) tables.push_back(&e->seq.block_table);
+  blocks_.check_integrity(tables);
+}
+
+}  // namespace sy

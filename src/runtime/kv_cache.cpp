@@ -1,0 +1,77 @@
+// BlockManager and KvPool.
+#include "runtime/kv_cache.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace sy {
+
+BlockManager::BlockManager(int64_t n_blocks, int64_t block_size) : block_size_(block_size) {
+  SY_CHECK(n_blocks > 0 && block_size > 0, "KV cache needs at least one block of at least one token, got {} blocks of "
+           "{}", n_blocks, block_size);
+  in_use_.assign(static_cast<size_t>(n_blocks), false);
+  // Lowest ids on top of the stack so that allocation order is 0, 1, 2, ...
+  for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+}
+
+bool BlockManager::can_grow(const std::vector<int32_t>& table, int64_t tokens) const {
+  const int64_t needed = blocks_for(tokens) - static_cast<int64_t>(table.size());
+  return needed <= free_blocks();
+}
+
+void BlockManager::grow(std::vector<int32_t>& table, int64_t tokens) {
+  SY_CHECK(can_grow(table, tokens), "KV cache out of blocks: need {} more, {} free",
+           blocks_for(tokens) - static_cast<int64_t>(table.size()), free_blocks());
+  while (static_cast<int64_t>(table.size()) < blocks_for(tokens)) {
+    const int32_t b = free_.back();
+    free_.pop_back();
+    in_use_[static_cast<size_t>(b)] = true;
+    table.push_back(b);
+  }
+}
+
+void BlockManager::release(std::vector<int32_t>& table) {
+  for (int32_t b : table) {
+    SY_CHECK(in_use_[static_cast<size_t>(b)], "block {} released twice", b);
+    in_use_[static_cast<size_t>(b)] = false;
+    free_.push_back(b);
+  }
+  table.clear();
+}
+
+int32_t BlockManager::slot(const std::vector<int32_t>& table, int64_t pos) const {
+  const auto i = static_cast<size_t>(pos / block_size_);
+  SY_CHECK(i < table.size(), "position {} is beyond the sequence's {} blocks", pos, table.size());
+  return static_cast<int32_t>(static_cast<int64_t>(table[i]) * block_size_ + pos % block_size_);
+}
+
+void BlockManager::check_integrity(const std::vector<const std::vector<int32_t>*>& live_tables) const {
+  std::vector<int> owners(in_use_.size(), 0);
+  for (int32_t b : free_) ++owners[static_cast<size_t>(b)];
+  for (const auto* t : live_tables) {
+    for (int32_t b : *t) ++owners[static_cast<size_t>(b)];
+  }
+  for (size_t b = 0; b < owners.size(); ++b) {
+    SY_CHECK(owners[b] == 1, "KV block {} has {} owners (free list + live tables); expected exactly 1", b, owners[b]);
+    SY_CHECK(in_use_[b] == (std::find(free_.begin(), free_.end(), static_cast<int32_t>(b)) == free_.end()),
+             "KV block {} in-use flag disagrees with the free list", b);
+  }
+}
+
+KvPool::KvPool(Backend& backend, const KvGeometry& g, int64_t n_blocks, int64_t block_size) {
+  const int64_t slots = n_blocks * block_size;
+  view_.block_size = block_size;
+  view_.n_blocks = n_blocks;
+  for (int64_t l = 0; l < g.n_layers; ++l) {
+    const auto k_bytes = static_cast<size_t>(slots * g.kv_heads * g.head_dim) * sizeof(float);
+    const auto v_bytes = static_cast<size_t>(slots * g.kv_heads * g.v_head_dim) * sizeof(float);
+    buffers_.push_back(backend.alloc(k_bytes));
+    view_.k.push_back(buffers_.back()->as<float>());
+    buffers_.push_back(backend.alloc(v_bytes));
+    view_.v.push_back(buffers_.back()->as<float>());
+    bytes_ += k_bytes + v_bytes;
+  }
+}
+
+}  // namespace sy
