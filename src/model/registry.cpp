@@ -34,7 +34,10 @@ std::unique_ptr<Model> load_model(const LoadOptions& options, Backend& backend) 
   }
   if (entry == nullptr) {
     std::string names;
-    for (const auto& s : supported_architectures()) names += (names.empty() ? "" : ", ") + s;
+    for (const auto& s : supported_architectures()) {
+      if (!names.empty()) names += ", ";
+      names += s;
+    }
     SY_FAIL("{}: architecture '{}' is not supported; supported: {}", config.source(), arch, names);
   }
   std::optional<Checkpoint> checkpoint;

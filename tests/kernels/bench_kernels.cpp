@@ -121,7 +121,7 @@ Case rope_case(int64_t tokens, int64_t heads, int64_t head_dim) {
                       .heads = heads, .head_dim = head_dim, .rotary_dim = head_dim};
   return {"rope", "t=" + std::to_string(tokens) + " heads=" + std::to_string(heads) + " hd=" + std::to_string(head_dim),
           3.0 * double(tokens * heads * head_dim), 4.0 * double(2 * tokens * heads * head_dim),
-          [=](bool use_cpu) { (use_cpu ? cpu::rope : ref::rope)(args); }};
+          [x, inv_freq, positions, args](bool use_cpu) { (use_cpu ? cpu::rope : ref::rope)(args); }};
 }
 
 Case kv_write_case(int64_t tokens, int64_t kv_heads, int64_t head_dim, int64_t n_slots) {
@@ -138,7 +138,7 @@ Case kv_write_case(int64_t tokens, int64_t kv_heads, int64_t head_dim, int64_t n
   return {"kv_write", "t=" + std::to_string(tokens) + " kv_heads=" + std::to_string(kv_heads) + " hd=" +
                           std::to_string(head_dim),
           0.0, 4.0 * double(4 * tokens * kv_heads * head_dim),
-          [=](bool use_cpu) { (use_cpu ? cpu::kv_write : ref::kv_write)(args); }};
+          [k, v, k_cache, v_cache, slots, args](bool use_cpu) { (use_cpu ? cpu::kv_write : ref::kv_write)(args); }};
 }
 
 // n_seqs sequences of `length` tokens in shuffled blocks of 16; the last `queries` positions of each query.
@@ -174,7 +174,9 @@ Case attention_case(int64_t n_seqs, int64_t length, int64_t queries, int64_t n_h
               " h=" + std::to_string(n_heads) + "/" + std::to_string(kv_heads) + " hd=" + std::to_string(head_dim),
           4.0 * visible_keys * double(n_heads * head_dim),
           4.0 * double(2 * n_seqs * length * kv_heads * head_dim + 2 * tokens * n_heads * head_dim),
-          [=](bool use_cpu) { (use_cpu ? cpu::paged_attention : ref::paged_attention)(args); }};
+          [q, k_cache, v_cache, block_tables, token_seq, positions, out, args](bool use_cpu) {
+            (use_cpu ? cpu::paged_attention : ref::paged_attention)(args);
+          }};
 }
 
 Case softmax_topk_case(int64_t tokens, int64_t n_experts, int64_t top_k) {
@@ -186,7 +188,7 @@ Case softmax_topk_case(int64_t tokens, int64_t n_experts, int64_t top_k) {
   return {"softmax_topk",
           "t=" + std::to_string(tokens) + " experts=" + std::to_string(n_experts) + " k=" + std::to_string(top_k),
           3.0 * double(tokens * n_experts), 4.0 * double(tokens * n_experts + 2 * tokens * top_k),
-          [=](bool use_cpu) { (use_cpu ? cpu::softmax_topk : ref::softmax_topk)(args); }};
+          [logits, ids, weights, args](bool use_cpu) { (use_cpu ? cpu::softmax_topk : ref::softmax_topk)(args); }};
 }
 
 }  // namespace

@@ -152,46 +152,54 @@ void paged_attention(const PagedAttentionArgs& a) {
 #pragma omp parallel
   {
     std::vector<int64_t> slots;
-    std::vector<float> probs;
-    // Queries see different numbers of keys (prefill vs decode), hence dynamic scheduling.
-#pragma omp for collapse(2) schedule(dynamic, 4)
+    std::vector<float> probs;  // [group, n_keys]
+    // The query heads of one GQA group share their kv head, so each (token, kv head) task reads that
+    // head's K and V rows once for the whole group. Queries see different numbers of keys (prefill vs
+    // decode), hence dynamic scheduling.
+#pragma omp for collapse(2) schedule(dynamic)
     for (int64_t t = 0; t < a.tokens; ++t) {
-      for (int64_t h = 0; h < a.n_heads; ++h) {
+      for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh) {
         const int64_t pos = a.positions[t];
         const int64_t first = a.sliding_window > 0 ? std::max<int64_t>(0, pos - a.sliding_window + 1) : 0;
         const int64_t n_keys = pos - first + 1;
         const int32_t* table = a.block_tables + int64_t(a.token_seq[t]) * a.max_blocks;
-        const int64_t kvh = h / group;
-        const float* q = a.q + (t * a.n_heads + h) * a.head_dim;
+        const float* q = a.q + (t * a.n_heads + kvh * group) * a.head_dim;
+        float* out = a.out + (t * a.n_heads + kvh * group) * a.v_head_dim;
 
         slots.resize(size_t(n_keys));
-        probs.resize(size_t(n_keys));
-        float max_score = -INFINITY;
+        probs.resize(size_t(group * n_keys));
         for (int64_t j = 0; j < n_keys; ++j) {
           const int64_t key = first + j;
-          const int64_t slot = int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size;
-          const float score = dot(q, a.k_cache + (slot * a.kv_heads + kvh) * a.head_dim, a.head_dim) * a.scale;
-          slots[size_t(j)] = slot;
-          probs[size_t(j)] = score;
-          max_score = std::max(max_score, score);
+          slots[size_t(j)] = int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size;
+          const float* k = a.k_cache + (slots[size_t(j)] * a.kv_heads + kvh) * a.head_dim;
+          for (int64_t g = 0; g < group; ++g) probs[size_t(g * n_keys + j)] = dot(q + g * a.head_dim, k, a.head_dim);
         }
-        float sum = 0.0f;
-        for (int64_t j = 0; j < n_keys; ++j) {
-          probs[size_t(j)] = std::exp(probs[size_t(j)] - max_score);
-          sum += probs[size_t(j)];
+        for (int64_t g = 0; g < group; ++g) {
+          float* p = probs.data() + g * n_keys;
+          float max_score = -INFINITY;
+          for (int64_t j = 0; j < n_keys; ++j) {
+            p[j] *= a.scale;
+            max_score = std::max(max_score, p[j]);
+          }
+          float sum = 0.0f;
+          for (int64_t j = 0; j < n_keys; ++j) {
+            p[j] = std::exp(p[j] - max_score);
+            sum += p[j];
+          }
+          const float inv_sum = 1.0f / sum;
+          for (int64_t j = 0; j < n_keys; ++j) p[j] *= inv_sum;
         }
 
-        float* out = a.out + (t * a.n_heads + h) * a.v_head_dim;
-        std::fill(out, out + a.v_head_dim, 0.0f);
+        std::fill(out, out + group * a.v_head_dim, 0.0f);
         for (int64_t j = 0; j < n_keys; ++j) {
-          const float p = probs[size_t(j)];
           const float* v = a.v_cache + (slots[size_t(j)] * a.kv_heads + kvh) * a.v_head_dim;
+          for (int64_t g = 0; g < group; ++g) {
+            const float p = probs[size_t(g * n_keys + j)];
+            float* o = out + g * a.v_head_dim;
 #pragma omp simd
-          for (int64_t d = 0; d < a.v_head_dim; ++d) out[d] += p * v[d];
+            for (int64_t d = 0; d < a.v_head_dim; ++d) o[d] += p * v[d];
+          }
         }
-        const float inv_sum = 1.0f / sum;
-#pragma omp simd
-        for (int64_t d = 0; d < a.v_head_dim; ++d) out[d] *= inv_sum;
       }
     }
   }

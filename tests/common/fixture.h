@@ -1,0 +1,71 @@
+// Test helpers: the conformance fixtures under tests/fixtures/ (made by tools/fixtures/make_fixtures.py
+// with Hugging Face transformers) and the logits comparison every conformance test uses.
+#pragma once
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io/npy.h"
+
+namespace sy::test {
+
+inline std::filesystem::path fixtures_dir() { return std::filesystem::path(SY_SOURCE_DIR) / "tests" / "fixtures"; }
+
+struct Fixture {
+  std::string name;
+  std::filesystem::path dir;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<NpyArray> prompt_logits;  // per prompt: [len, vocab]
+  std::vector<int32_t> greedy_tokens;   // continuation of prompts[greedy_prompt]
+  int greedy_prompt = 0;
+  NpyArray greedy_logits;               // [greedy_tokens.size(), vocab]
+};
+
+inline std::vector<std::string> fixture_names() {
+  std::vector<std::string> names;
+  if (!std::filesystem::exists(fixtures_dir())) return names;
+  for (const auto& e : std::filesystem::directory_iterator(fixtures_dir())) {
+    if (std::filesystem::exists(e.path() / "reference.json")) names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+inline Fixture load_fixture(const std::string& name) {
+  Fixture f;
+  f.name = name;
+  f.dir = fixtures_dir() / name;
+  std::ifstream in(f.dir / "reference.json");
+  const auto j = nlohmann::json::parse(in);
+  f.prompts = j.at("prompts").get<std::vector<std::vector<int32_t>>>();
+  for (size_t i = 0; i < f.prompts.size(); ++i) {
+    f.prompt_logits.push_back(read_npy_f32(f.dir / ("logits_prompt" + std::to_string(i) + ".npy")));
+  }
+  f.greedy_prompt = j.at("greedy_prompt_index").get<int>();
+  f.greedy_tokens = j.at("greedy_tokens").get<std::vector<int32_t>>();
+  f.greedy_logits = read_npy_f32(f.dir / "logits_greedy.npy");
+  return f;
+}
+
+// Largest per-row error max_v |got - want| / max_v |want| over `rows` rows of `vocab` logits.
+inline double max_relative_row_error(const float* got, const float* want, int64_t rows, int64_t vocab) {
+  double worst = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double err = 0.0, scale = 0.0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      err = std::max(err, std::fabs(double(got[r * vocab + v]) - double(want[r * vocab + v])));
+      scale = std::max(scale, std::fabs(double(want[r * vocab + v])));
+    }
+    worst = std::max(worst, err / std::max(scale, 1e-30));
+  }
+  return worst;
+}
+
+// The conformance bound of the foundation issue: 1e-4 relative (max-abs over the vocab, per position).
+inline constexpr double kLogitTolerance = 1e-4;
+
+}  // namespace sy::test
