@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ make ccache pkg-config libopenblas-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
+packages=(cmake g++ make ccache pkg-config libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
           python3)
 missing=()
 for p in "${packages[@]}"; do

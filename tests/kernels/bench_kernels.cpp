@@ -22,7 +22,9 @@ std::mt19937 g_rng(2024);
 std::vector<float> random_normal(int64_t n) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(g_rng);
+  for (float& x : v) {
+    x = dist(g_rng);
+  }
   return v;
 }
 
@@ -85,8 +87,8 @@ Case add_rms_norm_case(int64_t rows, int64_t dim) {
   // The residual grows by x on every call; after a few dozen calls it is still far from overflow.
   return {"add_rms_norm", "rows=" + std::to_string(rows) + " dim=" + std::to_string(dim), 5.0 * double(rows * dim),
           4.0 * double(4 * rows * dim + dim), [=](bool use_cpu) {
-            (use_cpu ? cpu::add_rms_norm : ref::add_rms_norm)(res->data(), x->data(), w->data(), y->data(), rows,
-                                                              dim, 1e-6f);
+            (use_cpu ? cpu::add_rms_norm : ref::add_rms_norm)(res->data(), x->data(), w->data(), y->data(), rows, dim,
+                                                              1e-6f);
           }};
 }
 
@@ -94,10 +96,13 @@ Case embedding_case(int64_t vocab, int64_t dim, int64_t tokens) {
   auto table = std::make_shared<std::vector<float>>(random_normal(vocab * dim));
   auto ids = std::make_shared<std::vector<int32_t>>(size_t(tokens));
   std::uniform_int_distribution<int32_t> pick(0, int32_t(vocab - 1));
-  for (int32_t& id : *ids) id = pick(g_rng);
+  for (int32_t& id : *ids) {
+    id = pick(g_rng);
+  }
   auto out = std::make_shared<std::vector<float>>(size_t(tokens * dim));
-  return {"embedding", "vocab=" + std::to_string(vocab) + " dim=" + std::to_string(dim) + " t=" + std::to_string(tokens),
-          0.0, 4.0 * double(2 * tokens * dim), [=](bool use_cpu) {
+  return {"embedding",
+          "vocab=" + std::to_string(vocab) + " dim=" + std::to_string(dim) + " t=" + std::to_string(tokens), 0.0,
+          4.0 * double(2 * tokens * dim), [=](bool use_cpu) {
             (use_cpu ? cpu::embedding : ref::embedding)(table->data(), ids->data(), out->data(), tokens, dim);
           }};
 }
@@ -106,19 +111,25 @@ Case silu_mul_case(int64_t rows, int64_t inter) {
   auto gate_up = std::make_shared<std::vector<float>>(random_normal(rows * 2 * inter));
   auto out = std::make_shared<std::vector<float>>(size_t(rows * inter));
   return {"silu_mul", "rows=" + std::to_string(rows) + " inter=" + std::to_string(inter), 5.0 * double(rows * inter),
-          4.0 * double(3 * rows * inter), [=](bool use_cpu) {
-            (use_cpu ? cpu::silu_mul : ref::silu_mul)(gate_up->data(), out->data(), rows, inter);
-          }};
+          4.0 * double(3 * rows * inter),
+          [=](bool use_cpu) { (use_cpu ? cpu::silu_mul : ref::silu_mul)(gate_up->data(), out->data(), rows, inter); }};
 }
 
 Case rope_case(int64_t tokens, int64_t heads, int64_t head_dim) {
   auto x = std::make_shared<std::vector<float>>(random_normal(tokens * heads * head_dim));
   auto inv_freq = std::make_shared<std::vector<float>>(size_t(head_dim / 2));
-  for (size_t i = 0; i < inv_freq->size(); ++i) (*inv_freq)[i] = std::pow(10000.0f, -float(2 * i) / float(head_dim));
+  for (size_t i = 0; i < inv_freq->size(); ++i) {
+    (*inv_freq)[i] = std::pow(10000.0f, -float(2 * i) / float(head_dim));
+  }
   auto positions = std::make_shared<std::vector<int32_t>>(size_t(tokens));
   std::iota(positions->begin(), positions->end(), 1000);
-  const RopeArgs args{.x = x->data(), .positions = positions->data(), .inv_freq = inv_freq->data(), .tokens = tokens,
-                      .heads = heads, .head_dim = head_dim, .rotary_dim = head_dim};
+  const RopeArgs args{.x = x->data(),
+                      .positions = positions->data(),
+                      .inv_freq = inv_freq->data(),
+                      .tokens = tokens,
+                      .heads = heads,
+                      .head_dim = head_dim,
+                      .rotary_dim = head_dim};
   return {"rope", "t=" + std::to_string(tokens) + " heads=" + std::to_string(heads) + " hd=" + std::to_string(head_dim),
           3.0 * double(tokens * heads * head_dim), 4.0 * double(2 * tokens * heads * head_dim),
           [x, inv_freq, positions, args](bool use_cpu) { (use_cpu ? cpu::rope : ref::rope)(args); }};
@@ -132,11 +143,17 @@ Case kv_write_case(int64_t tokens, int64_t kv_heads, int64_t head_dim, int64_t n
   auto slots = std::make_shared<std::vector<int32_t>>(size_t(n_slots));
   std::iota(slots->begin(), slots->end(), 0);
   std::shuffle(slots->begin(), slots->end(), g_rng);
-  const KvWriteArgs args{.k = k->data(), .v = v->data(), .slots = slots->data(), .k_cache = k_cache->data(),
-                         .v_cache = v_cache->data(), .tokens = tokens, .kv_heads = kv_heads, .head_dim = head_dim,
+  const KvWriteArgs args{.k = k->data(),
+                         .v = v->data(),
+                         .slots = slots->data(),
+                         .k_cache = k_cache->data(),
+                         .v_cache = v_cache->data(),
+                         .tokens = tokens,
+                         .kv_heads = kv_heads,
+                         .head_dim = head_dim,
                          .v_head_dim = head_dim};
-  return {"kv_write", "t=" + std::to_string(tokens) + " kv_heads=" + std::to_string(kv_heads) + " hd=" +
-                          std::to_string(head_dim),
+  return {"kv_write",
+          "t=" + std::to_string(tokens) + " kv_heads=" + std::to_string(kv_heads) + " hd=" + std::to_string(head_dim),
           0.0, 4.0 * double(4 * tokens * kv_heads * head_dim),
           [k, v, k_cache, v_cache, slots, args](bool use_cpu) { (use_cpu ? cpu::kv_write : ref::kv_write)(args); }};
 }
@@ -163,11 +180,20 @@ Case attention_case(int64_t n_seqs, int64_t length, int64_t queries, int64_t n_h
   auto k_cache = std::make_shared<std::vector<float>>(random_normal(n_slots * kv_heads * head_dim));
   auto v_cache = std::make_shared<std::vector<float>>(random_normal(n_slots * kv_heads * head_dim));
   auto out = std::make_shared<std::vector<float>>(size_t(tokens * n_heads * head_dim));
-  const PagedAttentionArgs args{.q = q->data(), .k_cache = k_cache->data(), .v_cache = v_cache->data(),
-                                .block_tables = block_tables->data(), .token_seq = token_seq->data(),
-                                .positions = positions->data(), .out = out->data(), .tokens = tokens,
-                                .n_heads = n_heads, .kv_heads = kv_heads, .head_dim = head_dim,
-                                .v_head_dim = head_dim, .block_size = block_size, .max_blocks = max_blocks,
+  const PagedAttentionArgs args{.q = q->data(),
+                                .k_cache = k_cache->data(),
+                                .v_cache = v_cache->data(),
+                                .block_tables = block_tables->data(),
+                                .token_seq = token_seq->data(),
+                                .positions = positions->data(),
+                                .out = out->data(),
+                                .tokens = tokens,
+                                .n_heads = n_heads,
+                                .kv_heads = kv_heads,
+                                .head_dim = head_dim,
+                                .v_head_dim = head_dim,
+                                .block_size = block_size,
+                                .max_blocks = max_blocks,
                                 .scale = 1.0f / std::sqrt(float(head_dim))};
   return {"paged_attention",
           "seqs=" + std::to_string(n_seqs) + " len=" + std::to_string(length) + " q=" + std::to_string(queries) +
@@ -183,8 +209,13 @@ Case softmax_topk_case(int64_t tokens, int64_t n_experts, int64_t top_k) {
   auto logits = std::make_shared<std::vector<float>>(random_normal(tokens * n_experts));
   auto ids = std::make_shared<std::vector<int32_t>>(size_t(tokens * top_k));
   auto weights = std::make_shared<std::vector<float>>(size_t(tokens * top_k));
-  const SoftmaxTopkArgs args{.logits = logits->data(), .expert_ids = ids->data(), .weights = weights->data(),
-                             .tokens = tokens, .n_experts = n_experts, .top_k = top_k, .renormalize = true};
+  const SoftmaxTopkArgs args{.logits = logits->data(),
+                             .expert_ids = ids->data(),
+                             .weights = weights->data(),
+                             .tokens = tokens,
+                             .n_experts = n_experts,
+                             .top_k = top_k,
+                             .renormalize = true};
   return {"softmax_topk",
           "t=" + std::to_string(tokens) + " experts=" + std::to_string(n_experts) + " k=" + std::to_string(top_k),
           3.0 * double(tokens * n_experts), 4.0 * double(tokens * n_experts + 2 * tokens * top_k),
@@ -198,7 +229,9 @@ int main() {
   using namespace sy;
   std::printf("| %-15s | %-34s | %10s | %9s | %9s | %8s | %8s |\n", "op", "shape", "ref ms", "cpu ms", "speedup",
               "cpu GF/s", "cpu GB/s");
-  std::printf("|-----------------|------------------------------------|------------|-----------|-----------|----------|----------|\n");
+  std::printf(
+      "|-----------------|------------------------------------|------------|-----------|-----------|----------|--------"
+      "--|\n");
   const std::vector<std::function<Case()>> cases = {
       [] { return linear_case(1, 2048, 2048); },
       [] { return linear_case(64, 2048, 2048); },
@@ -213,6 +246,8 @@ int main() {
       [] { return attention_case(1, 512, 512, 16, 4, 128); },
       [] { return softmax_topk_case(256, 128, 8); },
   };
-  for (const auto& make : cases) report(make());
+  for (const auto& make : cases) {
+    report(make());
+  }
   return 0;
 }

@@ -20,7 +20,9 @@ constexpr double kRelTol = 1e-5;
 std::vector<float> random_normal(size_t n, std::mt19937& rng, float stddev = 1.0f) {
   std::normal_distribution<float> dist(0.0f, stddev);
   std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
+  for (float& x : v) {
+    x = dist(rng);
+  }
   return v;
 }
 
@@ -33,17 +35,19 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
   return max_err / std::max(max_ref, 1e-30);
 }
 
-#define EXPECT_CLOSE(got, want, what)                                  \
-  do {                                                                 \
-    ASSERT_EQ((got).size(), (want).size()) << (what);                  \
-    EXPECT_LE(relative_error((got), (want)), kRelTol) << (what);       \
+#define EXPECT_CLOSE(got, want, what)                            \
+  do {                                                           \
+    ASSERT_EQ((got).size(), (want).size()) << (what);            \
+    EXPECT_LE(relative_error((got), (want)), kRelTol) << (what); \
   } while (0)
 
 TEST(KernelsCpuVsRef, Linear) {
   std::mt19937 rng(1);
-  struct Shape { int64_t m, n, k; };
+  struct Shape {
+    int64_t m, n, k;
+  };
   for (Shape s : {Shape{1, 1, 1}, Shape{1, 7, 13}, Shape{7, 13, 37}, Shape{37, 129, 65}, Shape{13, 256, 1024},
-                  Shape{129, 37, 7}}) {
+                  Shape{129, 37, 7}, Shape{3, 5, 0}}) {
     for (bool with_bias : {false, true}) {
       const auto x = random_normal(size_t(s.m * s.k), rng);
       const auto w = random_normal(size_t(s.n * s.k), rng);
@@ -51,7 +55,8 @@ TEST(KernelsCpuVsRef, Linear) {
       std::vector<float> got(size_t(s.m * s.n)), want(got.size());
       cpu::linear(x.data(), w.data(), with_bias ? bias.data() : nullptr, got.data(), s.m, s.n, s.k);
       ref::linear(x.data(), w.data(), with_bias ? bias.data() : nullptr, want.data(), s.m, s.n, s.k);
-      EXPECT_CLOSE(got, want, testing::Message() << "m=" << s.m << " n=" << s.n << " k=" << s.k << " bias=" << with_bias);
+      EXPECT_CLOSE(got, want,
+                   testing::Message() << "m=" << s.m << " n=" << s.n << " k=" << s.k << " bias=" << with_bias);
     }
   }
 }
@@ -108,7 +113,9 @@ TEST(KernelsCpuVsRef, Embedding) {
         const auto table = random_normal(size_t(vocab * dim), rng);
         std::uniform_int_distribution<int32_t> pick(0, int32_t(vocab - 1));
         std::vector<int32_t> ids(static_cast<size_t>(tokens));
-        for (int32_t& id : ids) id = pick(rng);
+        for (int32_t& id : ids) {
+          id = pick(rng);
+        }
         std::vector<float> got(size_t(tokens * dim)), want(got.size());
         cpu::embedding(table.data(), ids.data(), got.data(), tokens, dim);
         ref::embedding(table.data(), ids.data(), want.data(), tokens, dim);
@@ -133,22 +140,34 @@ TEST(KernelsCpuVsRef, SiluMul) {
 
 TEST(KernelsCpuVsRef, Rope) {
   std::mt19937 rng(6);
-  struct Shape { int64_t tokens, heads, head_dim, rotary_dim; };
+  struct Shape {
+    int64_t tokens, heads, head_dim, rotary_dim;
+  };
   for (Shape s : {Shape{1, 1, 2, 2}, Shape{7, 3, 8, 8}, Shape{13, 4, 64, 32}, Shape{5, 2, 130, 128},
                   Shape{37, 1, 128, 64}, Shape{3, 5, 7, 6}}) {
     for (bool interleaved : {false, true}) {
       for (float scale : {1.0f, 1.3f}) {
         const int64_t half = s.rotary_dim / 2;
         std::vector<float> inv_freq(static_cast<size_t>(half));
-        for (int64_t i = 0; i < half; ++i) inv_freq[size_t(i)] = std::pow(10000.0f, -float(2 * i) / float(s.rotary_dim));
+        for (int64_t i = 0; i < half; ++i) {
+          inv_freq[size_t(i)] = std::pow(10000.0f, -float(2 * i) / float(s.rotary_dim));
+        }
         std::uniform_int_distribution<int32_t> pick_pos(0, 32767);
         std::vector<int32_t> positions(size_t(s.tokens));
-        for (int32_t& p : positions) p = pick_pos(rng);
+        for (int32_t& p : positions) {
+          p = pick_pos(rng);
+        }
         const auto x = random_normal(size_t(s.tokens * s.heads * s.head_dim), rng);
         auto got = x, want = x;
-        RopeArgs args{.x = got.data(), .positions = positions.data(), .inv_freq = inv_freq.data(), .tokens = s.tokens,
-                      .heads = s.heads, .head_dim = s.head_dim, .rotary_dim = s.rotary_dim,
-                      .attention_scale = scale, .interleaved = interleaved};
+        RopeArgs args{.x = got.data(),
+                      .positions = positions.data(),
+                      .inv_freq = inv_freq.data(),
+                      .tokens = s.tokens,
+                      .heads = s.heads,
+                      .head_dim = s.head_dim,
+                      .rotary_dim = s.rotary_dim,
+                      .attention_scale = scale,
+                      .interleaved = interleaved};
         cpu::rope(args);
         args.x = want.data();
         ref::rope(args);
@@ -163,7 +182,9 @@ TEST(KernelsCpuVsRef, Rope) {
 
 TEST(KernelsCpuVsRef, KvWrite) {
   std::mt19937 rng(7);
-  struct Shape { int64_t tokens, kv_heads, head_dim, v_head_dim, n_slots; };
+  struct Shape {
+    int64_t tokens, kv_heads, head_dim, v_head_dim, n_slots;
+  };
   for (Shape s : {Shape{1, 1, 1, 1, 1}, Shape{7, 2, 13, 13, 37}, Shape{13, 4, 64, 37, 129}}) {
     std::vector<int32_t> all_slots(size_t(s.n_slots));
     std::iota(all_slots.begin(), all_slots.end(), 0);
@@ -174,8 +195,14 @@ TEST(KernelsCpuVsRef, KvWrite) {
     const auto k_cache = random_normal(size_t(s.n_slots * s.kv_heads * s.head_dim), rng);
     const auto v_cache = random_normal(size_t(s.n_slots * s.kv_heads * s.v_head_dim), rng);
     auto k_got = k_cache, v_got = v_cache, k_want = k_cache, v_want = v_cache;
-    KvWriteArgs args{.k = k.data(), .v = v.data(), .slots = slots.data(), .k_cache = k_got.data(),
-                     .v_cache = v_got.data(), .tokens = s.tokens, .kv_heads = s.kv_heads, .head_dim = s.head_dim,
+    KvWriteArgs args{.k = k.data(),
+                     .v = v.data(),
+                     .slots = slots.data(),
+                     .k_cache = k_got.data(),
+                     .v_cache = v_got.data(),
+                     .tokens = s.tokens,
+                     .kv_heads = s.kv_heads,
+                     .head_dim = s.head_dim,
                      .v_head_dim = s.v_head_dim};
     cpu::kv_write(args);
     args.k_cache = k_want.data();
@@ -211,7 +238,9 @@ void compare_paged_attention(const AttentionCase& c, std::mt19937& rng) {
   size_t next = 0;
   for (int64_t s = 0; s < n_seqs; ++s) {
     const int64_t used = (c.lengths[size_t(s)] + c.block_size - 1) / c.block_size;
-    for (int64_t b = 0; b < used; ++b) block_tables[size_t(s * max_blocks + b)] = block_ids[next++];
+    for (int64_t b = 0; b < used; ++b) {
+      block_tables[size_t(s * max_blocks + b)] = block_ids[next++];
+    }
   }
   std::vector<int32_t> token_seq, positions;
   for (int64_t s = 0; s < n_seqs; ++s) {
@@ -225,12 +254,22 @@ void compare_paged_attention(const AttentionCase& c, std::mt19937& rng) {
   const auto k_cache = random_normal(size_t(n_slots * c.kv_heads * c.head_dim), rng);
   const auto v_cache = random_normal(size_t(n_slots * c.kv_heads * c.v_head_dim), rng);
   std::vector<float> got(size_t(tokens * c.n_heads * c.v_head_dim)), want(got.size());
-  PagedAttentionArgs args{.q = q.data(), .k_cache = k_cache.data(), .v_cache = v_cache.data(),
-                          .block_tables = block_tables.data(), .token_seq = token_seq.data(),
-                          .positions = positions.data(), .out = got.data(), .tokens = tokens,
-                          .n_heads = c.n_heads, .kv_heads = c.kv_heads, .head_dim = c.head_dim,
-                          .v_head_dim = c.v_head_dim, .block_size = c.block_size, .max_blocks = max_blocks,
-                          .scale = 1.0f / std::sqrt(float(c.head_dim)), .sliding_window = c.sliding_window};
+  PagedAttentionArgs args{.q = q.data(),
+                          .k_cache = k_cache.data(),
+                          .v_cache = v_cache.data(),
+                          .block_tables = block_tables.data(),
+                          .token_seq = token_seq.data(),
+                          .positions = positions.data(),
+                          .out = got.data(),
+                          .tokens = tokens,
+                          .n_heads = c.n_heads,
+                          .kv_heads = c.kv_heads,
+                          .head_dim = c.head_dim,
+                          .v_head_dim = c.v_head_dim,
+                          .block_size = c.block_size,
+                          .max_blocks = max_blocks,
+                          .scale = 1.0f / std::sqrt(float(c.head_dim)),
+                          .sliding_window = c.sliding_window};
   cpu::paged_attention(args);
   args.out = want.data();
   ref::paged_attention(args);
@@ -245,16 +284,40 @@ TEST(KernelsCpuVsRef, PagedAttention) {
   const std::vector<AttentionCase> cases = {
       {.lengths = {1}, .queries = {1}, .n_heads = 1, .kv_heads = 1, .head_dim = 1, .v_head_dim = 1, .block_size = 1},
       {.lengths = {7}, .queries = {7}, .n_heads = 2, .kv_heads = 1, .head_dim = 7, .v_head_dim = 7, .block_size = 4},
-      {.lengths = {13, 37, 1}, .queries = {13, 1, 1}, .n_heads = 4, .kv_heads = 2, .head_dim = 64, .v_head_dim = 64,
+      {.lengths = {13, 37, 1},
+       .queries = {13, 1, 1},
+       .n_heads = 4,
+       .kv_heads = 2,
+       .head_dim = 64,
+       .v_head_dim = 64,
        .block_size = 16},
-      {.lengths = {129, 5}, .queries = {3, 5}, .n_heads = 6, .kv_heads = 6, .head_dim = 13, .v_head_dim = 37,
+      {.lengths = {129, 5},
+       .queries = {3, 5},
+       .n_heads = 6,
+       .kv_heads = 6,
+       .head_dim = 13,
+       .v_head_dim = 37,
        .block_size = 5},
-      {.lengths = {37, 20}, .queries = {37, 2}, .n_heads = 8, .kv_heads = 2, .head_dim = 129, .v_head_dim = 129,
-       .block_size = 16, .sliding_window = 7},
-      {.lengths = {300}, .queries = {4}, .n_heads = 4, .kv_heads = 1, .head_dim = 128, .v_head_dim = 128,
-       .block_size = 16, .sliding_window = 1},
+      {.lengths = {37, 20},
+       .queries = {37, 2},
+       .n_heads = 8,
+       .kv_heads = 2,
+       .head_dim = 129,
+       .v_head_dim = 129,
+       .block_size = 16,
+       .sliding_window = 7},
+      {.lengths = {300},
+       .queries = {4},
+       .n_heads = 4,
+       .kv_heads = 1,
+       .head_dim = 128,
+       .v_head_dim = 128,
+       .block_size = 16,
+       .sliding_window = 1},
   };
-  for (const AttentionCase& c : cases) compare_paged_attention(c, rng);
+  for (const AttentionCase& c : cases) {
+    compare_paged_attention(c, rng);
+  }
 }
 
 TEST(KernelsCpuVsRef, SoftmaxTopk) {
@@ -262,13 +325,19 @@ TEST(KernelsCpuVsRef, SoftmaxTopk) {
   for (int64_t tokens : {1, 7, 129}) {
     for (int64_t n_experts : {1, 8, 13, 64, 128}) {
       for (int64_t top_k : {int64_t{1}, int64_t{2}, int64_t{8}, n_experts}) {
-        if (top_k > n_experts) continue;
+        if (top_k > n_experts) {
+          continue;
+        }
         for (bool renormalize : {false, true}) {
           const auto logits = random_normal(size_t(tokens * n_experts), rng, 2.0f);
           std::vector<int32_t> ids_got(size_t(tokens * top_k)), ids_want(ids_got.size());
           std::vector<float> w_got(ids_got.size()), w_want(ids_got.size());
-          SoftmaxTopkArgs args{.logits = logits.data(), .expert_ids = ids_got.data(), .weights = w_got.data(),
-                               .tokens = tokens, .n_experts = n_experts, .top_k = top_k,
+          SoftmaxTopkArgs args{.logits = logits.data(),
+                               .expert_ids = ids_got.data(),
+                               .weights = w_got.data(),
+                               .tokens = tokens,
+                               .n_experts = n_experts,
+                               .top_k = top_k,
                                .renormalize = renormalize};
           cpu::softmax_topk(args);
           args.expert_ids = ids_want.data();

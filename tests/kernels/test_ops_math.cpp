@@ -28,11 +28,17 @@ struct KernelSet {
   decltype(&ref::softmax_topk) softmax_topk;
 };
 
-const KernelSet kRef{"ref", ref::linear, ref::rms_norm, ref::add_rms_norm, ref::embedding, ref::silu_mul,
-                     ref::rope, ref::kv_write, ref::paged_attention, ref::softmax_topk};
-const KernelSet kCpu{"cpu", cpu::linear, cpu::rms_norm, cpu::add_rms_norm, cpu::embedding, cpu::silu_mul,
-                     cpu::rope, cpu::kv_write, cpu::paged_attention, cpu::softmax_topk};
+// Every op of namespace ns, in the order of SY_KERNEL_OPS.
+// clang-format off
+#define SY_KERNEL_SET(ns)                                                                                 \
+  KernelSet{#ns, ns::linear, ns::rms_norm, ns::add_rms_norm, ns::embedding, ns::silu_mul, ns::rope,       \
+            ns::kv_write, ns::paged_attention, ns::softmax_topk}
+// clang-format on
+const KernelSet ref_kernels = SY_KERNEL_SET(ref);
+const KernelSet cpu_kernels = SY_KERNEL_SET(cpu);
+#undef SY_KERNEL_SET
 
+// NOLINTNEXTLINE(readability-identifier-naming): the name gtest looks up to print a parameter.
 void PrintTo(const KernelSet& set, std::ostream* os) { *os << set.name; }
 
 class KernelMath : public testing::TestWithParam<KernelSet> {
@@ -43,13 +49,15 @@ class KernelMath : public testing::TestWithParam<KernelSet> {
 std::vector<float> random_normal(size_t n, std::mt19937& rng) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
+  for (float& x : v) {
+    x = dist(rng);
+  }
   return v;
 }
 
 TEST_P(KernelMath, LinearHandComputed2x3) {
-  const float x[] = {1, 2, 3, 4, 5, 6};             // [2, 3]
-  const float w[] = {1, 0, -1, 0.5f, 0.5f, 0.5f};   // [2, 3]
+  const float x[] = {1, 2, 3, 4, 5, 6};            // [2, 3]
+  const float w[] = {1, 0, -1, 0.5f, 0.5f, 0.5f};  // [2, 3]
   const float bias[] = {10, -1};
   float y[4];
   ops().linear(x, w, nullptr, y, 2, 2, 3);
@@ -66,7 +74,9 @@ TEST_P(KernelMath, RmsNormOfConstantRow) {
       std::vector<float> y(static_cast<size_t>(dim));
       ops().rms_norm(x.data(), weight.data(), y.data(), 1, dim, eps);
       const double want = double(c) / std::abs(double(c)) / std::sqrt(1.0 + double(eps) / (double(c) * c));
-      for (float v : y) EXPECT_NEAR(v, want, 1e-6) << "c=" << c << " dim=" << dim;
+      for (float v : y) {
+        EXPECT_NEAR(v, want, 1e-6) << "c=" << c << " dim=" << dim;
+      }
     }
   }
 }
@@ -89,7 +99,9 @@ TEST_P(KernelMath, AddRmsNormAddsThenNormalises) {
   EXPECT_EQ(std::vector<float>(residual, residual + 6), (std::vector<float>{3, 4, 4, 0, 0, 4}));
   const double rms0 = std::sqrt(41.0 / 3), rms1 = std::sqrt(16.0 / 3);
   const double want[] = {3 / rms0, 4 / rms0, 4 / rms0, 0, 0, 4 / rms1};
-  for (int i = 0; i < 6; ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_NEAR(y[i], want[i], 1e-6) << i;
+  }
 }
 
 TEST_P(KernelMath, EmbeddingGathersRows) {
@@ -113,16 +125,24 @@ TEST_P(KernelMath, SiluMulKnownValues) {
 
 // Rotary case: one head, positions and inv_freq as given, run in place on x.
 void run_rope(const KernelSet& ops, std::vector<float>& x, const std::vector<int32_t>& positions,
-              const std::vector<float>& inv_freq, int64_t heads, int64_t head_dim, int64_t rotary_dim,
-              bool interleaved, float scale = 1.0f) {
-  ops.rope({.x = x.data(), .positions = positions.data(), .inv_freq = inv_freq.data(),
-            .tokens = int64_t(positions.size()), .heads = heads, .head_dim = head_dim, .rotary_dim = rotary_dim,
-            .attention_scale = scale, .interleaved = interleaved});
+              const std::vector<float>& inv_freq, int64_t heads, int64_t head_dim, int64_t rotary_dim, bool interleaved,
+              float scale = 1.0f) {
+  ops.rope({.x = x.data(),
+            .positions = positions.data(),
+            .inv_freq = inv_freq.data(),
+            .tokens = int64_t(positions.size()),
+            .heads = heads,
+            .head_dim = head_dim,
+            .rotary_dim = rotary_dim,
+            .attention_scale = scale,
+            .interleaved = interleaved});
 }
 
 std::vector<float> llama_inv_freq(int64_t rotary_dim) {
   std::vector<float> f(size_t(rotary_dim / 2));
-  for (size_t i = 0; i < f.size(); ++i) f[i] = std::pow(10000.0f, -float(2 * i) / float(rotary_dim));
+  for (size_t i = 0; i < f.size(); ++i) {
+    f[i] = std::pow(10000.0f, -float(2 * i) / float(rotary_dim));
+  }
   return f;
 }
 
@@ -145,7 +165,9 @@ TEST_P(KernelMath, RopeAtPositionZeroIsIdentityAndTailPassesThrough) {
     const auto x0 = random_normal(size_t(2 * heads * head_dim), rng);
     auto x = x0;
     run_rope(ops(), x, {0, 1234}, llama_inv_freq(rotary_dim), heads, head_dim, rotary_dim, interleaved);
-    for (int64_t i = 0; i < heads * head_dim; ++i) EXPECT_EQ(x[size_t(i)], x0[size_t(i)]) << "position 0, i=" << i;
+    for (int64_t i = 0; i < heads * head_dim; ++i) {
+      EXPECT_EQ(x[size_t(i)], x0[size_t(i)]) << "position 0, i=" << i;
+    }
     for (int64_t h = heads; h < 2 * heads; ++h) {
       for (int64_t d = rotary_dim; d < head_dim; ++d) {
         EXPECT_EQ(x[size_t(h * head_dim + d)], x0[size_t(h * head_dim + d)]) << "pass-through dim " << d;
@@ -204,11 +226,22 @@ struct SingleSequence {
     std::vector<int32_t> positions(static_cast<size_t>(length)), token_seq(static_cast<size_t>(length), 0);
     std::iota(positions.begin(), positions.end(), 0);
     std::vector<float> out(size_t(length * n_heads * v_head_dim));
-    ops.paged_attention({.q = q.data(), .k_cache = k_cache.data(), .v_cache = v_cache.data(),
-                         .block_tables = block_ids.data(), .token_seq = token_seq.data(), .positions = positions.data(),
-                         .out = out.data(), .tokens = length, .n_heads = n_heads, .kv_heads = kv_heads,
-                         .head_dim = head_dim, .v_head_dim = v_head_dim, .block_size = block_size,
-                         .max_blocks = int64_t(block_ids.size()), .scale = scale, .sliding_window = sliding_window});
+    ops.paged_attention({.q = q.data(),
+                         .k_cache = k_cache.data(),
+                         .v_cache = v_cache.data(),
+                         .block_tables = block_ids.data(),
+                         .token_seq = token_seq.data(),
+                         .positions = positions.data(),
+                         .out = out.data(),
+                         .tokens = length,
+                         .n_heads = n_heads,
+                         .kv_heads = kv_heads,
+                         .head_dim = head_dim,
+                         .v_head_dim = v_head_dim,
+                         .block_size = block_size,
+                         .max_blocks = int64_t(block_ids.size()),
+                         .scale = scale,
+                         .sliding_window = sliding_window});
     return out;
   }
 
@@ -224,8 +257,8 @@ struct SingleSequence {
 
 TEST_P(KernelMath, AttentionWithOneVisibleKeyReturnsItsValue) {
   std::mt19937 rng(21);
-  const SingleSequence s{.length = 1, .n_heads = 4, .kv_heads = 2, .head_dim = 13, .v_head_dim = 7,
-                         .block_size = 4, .block_ids = {3}};
+  const SingleSequence s{
+      .length = 1, .n_heads = 4, .kv_heads = 2, .head_dim = 13, .v_head_dim = 7, .block_size = 4, .block_ids = {3}};
   const auto q = random_normal(size_t(s.n_heads * s.head_dim), rng);
   const auto v = random_normal(size_t(s.kv_heads * s.v_head_dim), rng);
   const auto out = s.attend(ops(), q, s.scatter(random_normal(size_t(s.kv_heads * s.head_dim), rng), s.head_dim),
@@ -239,8 +272,8 @@ TEST_P(KernelMath, AttentionWithOneVisibleKeyReturnsItsValue) {
 
 TEST_P(KernelMath, AttentionTwoKeysHandComputed) {
   // head_dim 1, q = 1, keys 0 and ln 3: weights 1/4 and 3/4; values 4 and 8 give 7 at position 1.
-  const SingleSequence s{.length = 2, .n_heads = 1, .kv_heads = 1, .head_dim = 1, .v_head_dim = 1,
-                         .block_size = 1, .block_ids = {1, 0}};
+  const SingleSequence s{
+      .length = 2, .n_heads = 1, .kv_heads = 1, .head_dim = 1, .v_head_dim = 1, .block_size = 1, .block_ids = {1, 0}};
   const auto out = s.attend(ops(), {1, 1}, s.scatter({0, std::log(3.0f)}, 1), s.scatter({4, 8}, 1), 1.0f);
   EXPECT_EQ(out[0], 4.0f);
   EXPECT_NEAR(out[1], 7.0, 1e-6);
@@ -248,18 +281,27 @@ TEST_P(KernelMath, AttentionTwoKeysHandComputed) {
 
 TEST_P(KernelMath, AttentionOverEqualKeysIsMeanOfValues) {
   std::mt19937 rng(22);
-  const SingleSequence s{.length = 37, .n_heads = 2, .kv_heads = 1, .head_dim = 16, .v_head_dim = 13,
-                         .block_size = 8, .block_ids = {4, 0, 2, 1, 3}};
+  const SingleSequence s{.length = 37,
+                         .n_heads = 2,
+                         .kv_heads = 1,
+                         .head_dim = 16,
+                         .v_head_dim = 13,
+                         .block_size = 8,
+                         .block_ids = {4, 0, 2, 1, 3}};
   const auto key = random_normal(size_t(s.head_dim), rng);
   std::vector<float> k_rows;
-  for (int64_t p = 0; p < s.length; ++p) k_rows.insert(k_rows.end(), key.begin(), key.end());
+  for (int64_t p = 0; p < s.length; ++p) {
+    k_rows.insert(k_rows.end(), key.begin(), key.end());
+  }
   const auto v = random_normal(size_t(s.length * s.v_head_dim), rng);
   const auto out = s.attend(ops(), random_normal(size_t(s.length * s.n_heads * s.head_dim), rng),
                             s.scatter(k_rows, s.head_dim), s.scatter(v, s.v_head_dim), 0.25f);
   for (int64_t p = 0; p < s.length; ++p) {
     for (int64_t d = 0; d < s.v_head_dim; ++d) {
       double mean = 0;
-      for (int64_t j = 0; j <= p; ++j) mean += v[size_t(j * s.v_head_dim + d)];
+      for (int64_t j = 0; j <= p; ++j) {
+        mean += v[size_t(j * s.v_head_dim + d)];
+      }
       mean /= double(p + 1);
       for (int64_t h = 0; h < s.n_heads; ++h) {
         EXPECT_NEAR(out[size_t((p * s.n_heads + h) * s.v_head_dim + d)], mean, 1e-5) << "p=" << p << " d=" << d;
@@ -270,8 +312,14 @@ TEST_P(KernelMath, AttentionOverEqualKeysIsMeanOfValues) {
 
 TEST_P(KernelMath, SlidingWindowOfOneAttendsOnlyToSelf) {
   std::mt19937 rng(23);
-  const SingleSequence s{.length = 21, .n_heads = 3, .kv_heads = 3, .head_dim = 8, .v_head_dim = 8,
-                         .block_size = 4, .block_ids = {5, 2, 0, 4, 1, 3}, .sliding_window = 1};
+  const SingleSequence s{.length = 21,
+                         .n_heads = 3,
+                         .kv_heads = 3,
+                         .head_dim = 8,
+                         .v_head_dim = 8,
+                         .block_size = 4,
+                         .block_ids = {5, 2, 0, 4, 1, 3},
+                         .sliding_window = 1};
   const auto v = random_normal(size_t(s.length * s.kv_heads * s.v_head_dim), rng);
   const auto out = s.attend(ops(), random_normal(size_t(s.length * s.n_heads * s.head_dim), rng),
                             s.scatter(random_normal(size_t(s.length * s.kv_heads * s.head_dim), rng), s.head_dim),
@@ -284,28 +332,40 @@ TEST_P(KernelMath, SlidingWindowMatchesTruncatedSequence) {
   // when those keys alone form the sequence.
   std::mt19937 rng(24);
   const int64_t window = 5;
-  const SingleSequence full{.length = 12, .n_heads = 2, .kv_heads = 1, .head_dim = 7, .v_head_dim = 7,
-                            .block_size = 3, .block_ids = {3, 1, 0, 2}, .sliding_window = window};
+  const SingleSequence full{.length = 12,
+                            .n_heads = 2,
+                            .kv_heads = 1,
+                            .head_dim = 7,
+                            .v_head_dim = 7,
+                            .block_size = 3,
+                            .block_ids = {3, 1, 0, 2},
+                            .sliding_window = window};
   const auto q = random_normal(size_t(full.length * full.n_heads * full.head_dim), rng);
   const auto k = random_normal(size_t(full.length * full.head_dim), rng);
   const auto v = random_normal(size_t(full.length * full.v_head_dim), rng);
   const auto out = full.attend(ops(), q, full.scatter(k, full.head_dim), full.scatter(v, full.v_head_dim), 0.4f);
 
-  const SingleSequence tail{.length = window, .n_heads = 2, .kv_heads = 1, .head_dim = 7, .v_head_dim = 7,
-                            .block_size = window, .block_ids = {0}};
+  const SingleSequence tail{.length = window,
+                            .n_heads = 2,
+                            .kv_heads = 1,
+                            .head_dim = 7,
+                            .v_head_dim = 7,
+                            .block_size = window,
+                            .block_ids = {0}};
   const int64_t first = full.length - window;
-  const std::vector<float> q_tail(q.begin() + first * 2 * 7, q.end());
-  const std::vector<float> k_tail(k.begin() + first * 7, k.end()), v_tail(v.begin() + first * 7, v.end());
-  const auto out_tail = tail.attend(ops(), q_tail, tail.scatter(k_tail, 7), tail.scatter(v_tail, 7), 0.4f);
-  for (int64_t i = 0; i < 2 * 7; ++i) {
-    EXPECT_NEAR(out[size_t((full.length - 1) * 2 * 7 + i)], out_tail[size_t((window - 1) * 2 * 7 + i)], 1e-6) << i;
+  const int64_t q_row = full.n_heads * full.head_dim, kv_row = full.head_dim;  // kv_heads = 1, v_head_dim = head_dim
+  const std::vector<float> q_tail(q.begin() + first * q_row, q.end());
+  const std::vector<float> k_tail(k.begin() + first * kv_row, k.end()), v_tail(v.begin() + first * kv_row, v.end());
+  const auto out_tail = tail.attend(ops(), q_tail, tail.scatter(k_tail, kv_row), tail.scatter(v_tail, kv_row), 0.4f);
+  for (int64_t i = 0; i < q_row; ++i) {
+    EXPECT_NEAR(out[size_t((full.length - 1) * q_row + i)], out_tail[size_t((window - 1) * q_row + i)], 1e-6) << i;
   }
 }
 
 TEST_P(KernelMath, ShuffledBlocksEqualContiguousBlocks) {
   std::mt19937 rng(25);
-  SingleSequence contiguous{.length = 45, .n_heads = 4, .kv_heads = 2, .head_dim = 13, .v_head_dim = 13,
-                            .block_size = 4, .block_ids = {}};
+  SingleSequence contiguous{
+      .length = 45, .n_heads = 4, .kv_heads = 2, .head_dim = 13, .v_head_dim = 13, .block_size = 4, .block_ids = {}};
   contiguous.block_ids.resize(12);
   std::iota(contiguous.block_ids.begin(), contiguous.block_ids.end(), 0);
   SingleSequence shuffled = contiguous;
@@ -321,8 +381,13 @@ TEST_P(KernelMath, ShuffledBlocksEqualContiguousBlocks) {
 TEST_P(KernelMath, GroupedQueryHeadsReadTheirKvHead) {
   // GQA with kv_heads 2 equals full multi-head attention with each kv head repeated n_heads/kv_heads times.
   std::mt19937 rng(26);
-  const SingleSequence gqa{.length = 9, .n_heads = 6, .kv_heads = 2, .head_dim = 5, .v_head_dim = 3,
-                           .block_size = 4, .block_ids = {2, 0, 1}};
+  const SingleSequence gqa{.length = 9,
+                           .n_heads = 6,
+                           .kv_heads = 2,
+                           .head_dim = 5,
+                           .v_head_dim = 3,
+                           .block_size = 4,
+                           .block_ids = {2, 0, 1}};
   SingleSequence mha = gqa;
   mha.kv_heads = 6;
   const auto q = random_normal(size_t(9 * 6 * 5), rng);
@@ -345,8 +410,15 @@ TEST_P(KernelMath, KvWriteFillsOnlyTheGivenSlots) {
   const float v[] = {5, 6};        // [2 tokens, 1 kv head, 1]
   const int32_t slots[] = {3, 0};
   std::vector<float> k_cache(8, -1), v_cache(4, -1);
-  ops().kv_write({.k = k, .v = v, .slots = slots, .k_cache = k_cache.data(), .v_cache = v_cache.data(), .tokens = 2,
-                  .kv_heads = 1, .head_dim = 2, .v_head_dim = 1});
+  ops().kv_write({.k = k,
+                  .v = v,
+                  .slots = slots,
+                  .k_cache = k_cache.data(),
+                  .v_cache = v_cache.data(),
+                  .tokens = 2,
+                  .kv_heads = 1,
+                  .head_dim = 2,
+                  .v_head_dim = 1});
   EXPECT_EQ(k_cache, (std::vector<float>{3, 4, -1, -1, -1, -1, 1, 2}));
   EXPECT_EQ(v_cache, (std::vector<float>{6, -1, -1, 5}));
 }
@@ -360,8 +432,13 @@ TopkResult run_topk(const KernelSet& ops, const std::vector<float>& logits, int6
                     bool renormalize) {
   const int64_t tokens = int64_t(logits.size()) / n_experts;
   TopkResult r{std::vector<int32_t>(size_t(tokens * top_k)), std::vector<float>(size_t(tokens * top_k))};
-  ops.softmax_topk({.logits = logits.data(), .expert_ids = r.ids.data(), .weights = r.weights.data(),
-                    .tokens = tokens, .n_experts = n_experts, .top_k = top_k, .renormalize = renormalize});
+  ops.softmax_topk({.logits = logits.data(),
+                    .expert_ids = r.ids.data(),
+                    .weights = r.weights.data(),
+                    .tokens = tokens,
+                    .n_experts = n_experts,
+                    .top_k = top_k,
+                    .renormalize = renormalize});
   return r;
 }
 
@@ -391,10 +468,12 @@ TEST_P(KernelMath, SoftmaxTopkTiesGoToLowerExpertId) {
                                      0, 0, 0, 0, 0, 0, 0};  // token 1: all equal
   const auto r = run_topk(ops(), logits, 7, 4, false);
   EXPECT_EQ(r.ids, (std::vector<int32_t>{1, 3, 5, 0, 0, 1, 2, 3}));
-  for (int j = 4; j < 8; ++j) EXPECT_NEAR(r.weights[size_t(j)], 1.0 / 7, 1e-7);
+  for (int j = 4; j < 8; ++j) {
+    EXPECT_NEAR(r.weights[size_t(j)], 1.0 / 7, 1e-7);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, KernelMath, testing::Values(kRef, kCpu),
+INSTANTIATE_TEST_SUITE_P(Kernels, KernelMath, testing::Values(ref_kernels, cpu_kernels),
                          [](const testing::TestParamInfo<KernelSet>& info) { return info.param.name; });
 
 }  // namespace

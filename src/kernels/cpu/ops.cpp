@@ -1,5 +1,7 @@
 // Fast fp32 CPU kernels: linear through OpenBLAS sgemm, the rest as OpenMP loops over rows, tokens or
 // (token, head) pairs with `omp simd` inner loops so the compiler vectorises the fp32 reductions.
+#include "kernels/ops.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -10,35 +12,55 @@
 #include <vector>
 
 #include "base/check.h"
-#include "kernels/ops.h"
 
 namespace sy::cpu {
 namespace {
 
-// Below this many floats of work an OpenMP fork-join costs more than the loop itself.
+// Below this many floats of work an OpenMP fork-join costs more than the loop itself. Plain copies run
+// near memory bandwidth on one core, so they only split when they are several MiB.
 constexpr int64_t kParallelMinFloats = int64_t{1} << 15;
+constexpr int64_t kParallelMinCopyFloats = int64_t{1} << 20;
 
+// The hot inner loops of attention and norms. The project builds for baseline x86-64 (SSE2), so these
+// also get AVX2 clones, picked at load time where the CPU has AVX2.
+//
 // Sixteen partial sums give the vector units independent add chains instead of one latency-bound chain.
-float dot(const float* a, const float* b, int64_t n) {
+__attribute__((target_clones("avx2", "default"))) float dot(const float* a, const float* b, int64_t n) {
   constexpr int64_t kLanes = 16;
   float partial[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
 #pragma omp simd
-    for (int64_t l = 0; l < kLanes; ++l) partial[l] += a[i + l] * b[i + l];
+    for (int64_t l = 0; l < kLanes; ++l) {
+      partial[l] += a[i + l] * b[i + l];
+    }
   }
   float acc = 0.0f;
-  for (; i < n; ++i) acc += a[i] * b[i];
+  for (; i < n; ++i) {
+    acc += a[i] * b[i];
+  }
 #pragma omp simd reduction(+ : acc)
-  for (int64_t l = 0; l < kLanes; ++l) acc += partial[l];
+  for (int64_t l = 0; l < kLanes; ++l) {
+    acc += partial[l];
+  }
   return acc;
+}
+
+// y += alpha * x
+__attribute__((target_clones("avx2", "default"))) void axpy(float alpha, const float* x, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] += alpha * x[i];
+  }
 }
 
 // HF order: normalise in fp32, then multiply by the weight. y may alias x (same index read before write).
 void rms_norm_row(const float* x, const float* weight, float* y, int64_t dim, float eps) {
   const float inv_rms = 1.0f / std::sqrt(dot(x, x, dim) / float(dim) + eps);
 #pragma omp simd
-  for (int64_t i = 0; i < dim; ++i) y[i] = x[i] * inv_rms * weight[i];
+  for (int64_t i = 0; i < dim; ++i) {
+    y[i] = x[i] * inv_rms * weight[i];
+  }
 }
 
 }  // namespace
@@ -47,27 +69,38 @@ void linear(const float* x, const float* w, const float* bias, float* y, int64_t
   SY_CHECK(m >= 0 && n >= 0 && k >= 0, "linear: sizes must be non-negative, got m={} n={} k={}", m, n, k);
   SY_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, "linear: sizes exceed the BLAS int range, got m={} n={} k={}",
            m, n, k);
-  if (m == 0 || n == 0) return;
+  if (m == 0 || n == 0) {
+    return;
+  }
   if (k == 0) {
     std::fill(y, y + m * n, 0.0f);
+  } else if (m == 1) {
+    // Decode-time GEMV: OpenBLAS 0.3.21's sgemm with m = 1 runs ~8x slower than its sgemv (bench_kernels).
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(n), blasint(k), 1.0f, w, blasint(k), x, 1, 0.0f, y, 1);
   } else {
     // Row-major y[m, n] = x[m, k] · w[n, k]^T.
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(m), blasint(n), blasint(k), 1.0f, x, blasint(k), w,
                 blasint(k), 0.0f, y, blasint(n));
   }
-  if (!bias) return;
+  if (!bias) {
+    return;
+  }
 #pragma omp parallel for if (m * n >= kParallelMinFloats)
   for (int64_t i = 0; i < m; ++i) {
     float* yi = y + i * n;
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) yi[j] += bias[j];
+    for (int64_t j = 0; j < n; ++j) {
+      yi[j] += bias[j];
+    }
   }
 }
 
 void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) {
   SY_CHECK(rows >= 0 && dim > 0, "rms_norm: need rows >= 0 and dim > 0, got rows={} dim={}", rows, dim);
 #pragma omp parallel for if (rows * dim >= kParallelMinFloats)
-  for (int64_t r = 0; r < rows; ++r) rms_norm_row(x + r * dim, weight, y + r * dim, dim, eps);
+  for (int64_t r = 0; r < rows; ++r) {
+    rms_norm_row(x + r * dim, weight, y + r * dim, dim, eps);
+  }
 }
 
 void add_rms_norm(float* residual, const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
@@ -79,14 +112,16 @@ void add_rms_norm(float* residual, const float* x, const float* weight, float* y
     const float* xr = x + r * dim;
     // The whole row of x is consumed before y is written, so y may alias x or residual.
 #pragma omp simd
-    for (int64_t i = 0; i < dim; ++i) res[i] += xr[i];
+    for (int64_t i = 0; i < dim; ++i) {
+      res[i] += xr[i];
+    }
     rms_norm_row(res, weight, y + r * dim, dim, eps);
   }
 }
 
 void embedding(const float* table, const int32_t* ids, float* out, int64_t tokens, int64_t dim) {
   SY_CHECK(tokens >= 0 && dim >= 0, "embedding: sizes must be non-negative, got tokens={} dim={}", tokens, dim);
-#pragma omp parallel for if (tokens * dim >= kParallelMinFloats)
+#pragma omp parallel for if (tokens * dim >= kParallelMinCopyFloats)
   for (int64_t t = 0; t < tokens; ++t) {
     std::memcpy(out + t * dim, table + int64_t(ids[t]) * dim, size_t(dim) * sizeof(float));
   }
@@ -100,7 +135,9 @@ void silu_mul(const float* gate_up, float* out, int64_t rows, int64_t inter) {
     const float* up = gate + inter;
     float* o = out + r * inter;
 #pragma omp simd
-    for (int64_t i = 0; i < inter; ++i) o[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    for (int64_t i = 0; i < inter; ++i) {
+      o[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    }
   }
 }
 
@@ -142,7 +179,7 @@ void rope(const RopeArgs& a) {
 void kv_write(const KvWriteArgs& a) {
   const int64_t k_row = a.kv_heads * a.head_dim;
   const int64_t v_row = a.kv_heads * a.v_head_dim;
-#pragma omp parallel for if (a.tokens * (k_row + v_row) >= kParallelMinFloats)
+#pragma omp parallel for if (a.tokens * (k_row + v_row) >= kParallelMinCopyFloats)
   for (int64_t t = 0; t < a.tokens; ++t) {
     const int64_t slot = a.slots[t];
     std::memcpy(a.k_cache + slot * k_row, a.k + t * k_row, size_t(k_row) * sizeof(float));
@@ -181,7 +218,9 @@ void paged_attention(const PagedAttentionArgs& a) {
           const int64_t key = first + j;
           slots[size_t(j)] = int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size;
           const float* k = a.k_cache + (slots[size_t(j)] * a.kv_heads + kvh) * a.head_dim;
-          for (int64_t g = 0; g < group; ++g) probs[size_t(g * n_keys + j)] = dot(q + g * a.head_dim, k, a.head_dim);
+          for (int64_t g = 0; g < group; ++g) {
+            probs[size_t(g * n_keys + j)] = dot(q + g * a.head_dim, k, a.head_dim);
+          }
         }
         for (int64_t g = 0; g < group; ++g) {
           float* p = probs.data() + g * n_keys;
@@ -196,7 +235,9 @@ void paged_attention(const PagedAttentionArgs& a) {
             sum += p[j];
           }
           const float inv_sum = 1.0f / sum;
-          for (int64_t j = 0; j < n_keys; ++j) p[j] *= inv_sum;
+          for (int64_t j = 0; j < n_keys; ++j) {
+            p[j] *= inv_sum;
+          }
         }
 
         std::fill(out, out + group * a.v_head_dim, 0.0f);
@@ -204,9 +245,7 @@ void paged_attention(const PagedAttentionArgs& a) {
           const float* v = a.v_cache + (slots[size_t(j)] * a.kv_heads + kvh) * a.v_head_dim;
           for (int64_t g = 0; g < group; ++g) {
             const float p = probs[size_t(g * n_keys + j)];
-            float* o = out + g * a.v_head_dim;
-#pragma omp simd
-            for (int64_t d = 0; d < a.v_head_dim; ++d) o[d] += p * v[d];
+            axpy(p, v, out + g * a.v_head_dim, a.v_head_dim);
           }
         }
       }
@@ -230,7 +269,9 @@ void softmax_topk(const SoftmaxTopkArgs& a) {
         probs[size_t(e)] = std::exp(logits[e] - max_logit);
         sum += probs[size_t(e)];
       }
-      for (int64_t e = 0; e < a.n_experts; ++e) probs[size_t(e)] /= sum;
+      for (int64_t e = 0; e < a.n_experts; ++e) {
+        probs[size_t(e)] /= sum;
+      }
 
       // Descending by probability, ties to the lower id: a stable descending sort's first top_k.
       std::iota(order.begin(), order.end(), 0);
@@ -238,7 +279,9 @@ void softmax_topk(const SoftmaxTopkArgs& a) {
         return probs[size_t(l)] > probs[size_t(r)] || (probs[size_t(l)] == probs[size_t(r)] && l < r);
       });
       float chosen_sum = 0.0f;
-      for (int64_t j = 0; j < a.top_k; ++j) chosen_sum += probs[size_t(order[size_t(j)])];
+      for (int64_t j = 0; j < a.top_k; ++j) {
+        chosen_sum += probs[size_t(order[size_t(j)])];
+      }
       for (int64_t j = 0; j < a.top_k; ++j) {
         const int32_t e = order[size_t(j)];
         a.expert_ids[t * a.top_k + j] = e;

@@ -1,11 +1,12 @@
 // Scalar references of the kernels in kernels/ops.h: the plainest loops, written straight from the math
 // and accumulating in double. They are the oracle the fast kernels are tested against, never a fast path.
+#include "kernels/ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "base/check.h"
-#include "kernels/ops.h"
 
 namespace sy::ref {
 
@@ -14,7 +15,9 @@ void linear(const float* x, const float* w, const float* bias, float* y, int64_t
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double acc = bias ? double(bias[j]) : 0.0;
-      for (int64_t p = 0; p < k; ++p) acc += double(x[i * k + p]) * double(w[j * k + p]);
+      for (int64_t p = 0; p < k; ++p) {
+        acc += double(x[i * k + p]) * double(w[j * k + p]);
+      }
       y[i * n + j] = float(acc);
     }
   }
@@ -26,10 +29,14 @@ void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
     double sum_sq = 0.0;
-    for (int64_t i = 0; i < dim; ++i) sum_sq += double(xr[i]) * double(xr[i]);
+    for (int64_t i = 0; i < dim; ++i) {
+      sum_sq += double(xr[i]) * double(xr[i]);
+    }
     const double inv_rms = 1.0 / std::sqrt(sum_sq / double(dim) + double(eps));
     // Each x[i] is read before y[i] is written, so y may alias x.
-    for (int64_t i = 0; i < dim; ++i) yr[i] = float(double(xr[i]) * inv_rms * double(weight[i]));
+    for (int64_t i = 0; i < dim; ++i) {
+      yr[i] = float(double(xr[i]) * inv_rms * double(weight[i]));
+    }
   }
 }
 
@@ -39,7 +46,9 @@ void add_rms_norm(float* residual, const float* x, const float* weight, float* y
   for (int64_t r = 0; r < rows; ++r) {
     float* res = residual + r * dim;
     // The residual stream is stored in fp32, so the sum is rounded to fp32 before it is normalised.
-    for (int64_t i = 0; i < dim; ++i) res[i] = float(double(res[i]) + double(x[r * dim + i]));
+    for (int64_t i = 0; i < dim; ++i) {
+      res[i] = float(double(res[i]) + double(x[r * dim + i]));
+    }
     rms_norm(res, weight, y + r * dim, 1, dim, eps);
   }
 }
@@ -47,7 +56,9 @@ void add_rms_norm(float* residual, const float* x, const float* weight, float* y
 void embedding(const float* table, const int32_t* ids, float* out, int64_t tokens, int64_t dim) {
   SY_CHECK(tokens >= 0 && dim >= 0, "embedding: sizes must be non-negative, got tokens={} dim={}", tokens, dim);
   for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t i = 0; i < dim; ++i) out[t * dim + i] = table[int64_t(ids[t]) * dim + i];
+    for (int64_t i = 0; i < dim; ++i) {
+      out[t * dim + i] = table[int64_t(ids[t]) * dim + i];
+    }
   }
 }
 
@@ -116,16 +127,22 @@ void paged_attention(const PagedAttentionArgs& a) {
       std::vector<int64_t> slots;
       std::vector<double> scores;
       for (int64_t key = 0; key <= p; ++key) {
-        if (a.sliding_window > 0 && p - key >= a.sliding_window) continue;
+        if (a.sliding_window > 0 && p - key >= a.sliding_window) {
+          continue;
+        }
         const int64_t slot = int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size;
         const float* k = a.k_cache + (slot * a.kv_heads + kvh) * a.head_dim;
         double dot = 0.0;
-        for (int64_t d = 0; d < a.head_dim; ++d) dot += double(q[d]) * double(k[d]);
+        for (int64_t d = 0; d < a.head_dim; ++d) {
+          dot += double(q[d]) * double(k[d]);
+        }
         slots.push_back(slot);
         scores.push_back(dot * double(a.scale));
       }
       double max_score = -INFINITY;
-      for (double s : scores) max_score = std::max(max_score, s);
+      for (double s : scores) {
+        max_score = std::max(max_score, s);
+      }
       double sum = 0.0;
       for (double& s : scores) {
         s = std::exp(s - max_score);
@@ -144,17 +161,23 @@ void paged_attention(const PagedAttentionArgs& a) {
 }
 
 void softmax_topk(const SoftmaxTopkArgs& a) {
-  SY_CHECK(a.top_k >= 1 && a.top_k <= a.n_experts, "softmax_topk: need 1 <= top_k <= n_experts, got top_k={} n_experts={}",
-           a.top_k, a.n_experts);
+  SY_CHECK(a.top_k >= 1 && a.top_k <= a.n_experts,
+           "softmax_topk: need 1 <= top_k <= n_experts, got top_k={} n_experts={}", a.top_k, a.n_experts);
   std::vector<double> probs(size_t(a.n_experts));
   std::vector<bool> taken(size_t(a.n_experts));
   for (int64_t t = 0; t < a.tokens; ++t) {
     const float* logits = a.logits + t * a.n_experts;
     double max_logit = -INFINITY;
-    for (int64_t e = 0; e < a.n_experts; ++e) max_logit = std::max(max_logit, double(logits[e]));
+    for (int64_t e = 0; e < a.n_experts; ++e) {
+      max_logit = std::max(max_logit, double(logits[e]));
+    }
     double sum = 0.0;
-    for (int64_t e = 0; e < a.n_experts; ++e) sum += std::exp(double(logits[e]) - max_logit);
-    for (int64_t e = 0; e < a.n_experts; ++e) probs[size_t(e)] = std::exp(double(logits[e]) - max_logit) / sum;
+    for (int64_t e = 0; e < a.n_experts; ++e) {
+      sum += std::exp(double(logits[e]) - max_logit);
+    }
+    for (int64_t e = 0; e < a.n_experts; ++e) {
+      probs[size_t(e)] = std::exp(double(logits[e]) - max_logit) / sum;
+    }
 
     // Repeated argmax; the strict '>' keeps the lower expert id on ties.
     std::fill(taken.begin(), taken.end(), false);
@@ -162,7 +185,9 @@ void softmax_topk(const SoftmaxTopkArgs& a) {
     for (int64_t j = 0; j < a.top_k; ++j) {
       int64_t best = -1;
       for (int64_t e = 0; e < a.n_experts; ++e) {
-        if (!taken[size_t(e)] && (best < 0 || probs[size_t(e)] > probs[size_t(best)])) best = e;
+        if (!taken[size_t(e)] && (best < 0 || probs[size_t(e)] > probs[size_t(best)])) {
+          best = e;
+        }
       }
       taken[size_t(best)] = true;
       a.expert_ids[t * a.top_k + j] = int32_t(best);
