@@ -8,9 +8,9 @@
 namespace sy {
 
 struct RopeArgs {
-  float* x;                 // [tokens, heads, head_dim], rotated in place
-  const int32_t* positions; // [tokens]
-  const float* inv_freq;    // [rotary_dim / 2]
+  float* x = nullptr;                 // [tokens, heads, head_dim], rotated in place
+  const int32_t* positions = nullptr; // [tokens]
+  const float* inv_freq = nullptr;    // [rotary_dim / 2]
   int64_t tokens = 0;
   int64_t heads = 0;
   int64_t head_dim = 0;
@@ -21,13 +21,13 @@ struct RopeArgs {
 };
 
 struct PagedAttentionArgs {
-  const float* q;               // [tokens, n_heads, head_dim]
-  const float* k_cache;         // [n_slots, kv_heads, head_dim], slot = block * block_size + offset
-  const float* v_cache;         // [n_slots, kv_heads, v_head_dim]
-  const int32_t* block_tables;  // [n_seqs, max_blocks] block ids per sequence
-  const int32_t* token_seq;     // [tokens] row of block_tables that each query token belongs to
-  const int32_t* positions;     // [tokens] a query at position p sees its sequence's keys 0..p
-  float* out;                   // [tokens, n_heads, v_head_dim]
+  const float* q = nullptr;               // [tokens, n_heads, head_dim]
+  const float* k_cache = nullptr;         // [n_slots, kv_heads, head_dim], slot = block * block_size + offset
+  const float* v_cache = nullptr;         // [n_slots, kv_heads, v_head_dim]
+  const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks] block ids per sequence
+  const int32_t* token_seq = nullptr;     // [tokens] row of block_tables that each query token belongs to
+  const int32_t* positions = nullptr;     // [tokens] a query at position p sees its sequence's keys 0..p
+  float* out = nullptr;                   // [tokens, n_heads, v_head_dim]
   int64_t tokens = 0;
   int64_t n_heads = 0;
   int64_t kv_heads = 0;         // n_heads % kv_heads == 0; query head h reads kv head h / (n_heads / kv_heads)
@@ -40,11 +40,11 @@ struct PagedAttentionArgs {
 };
 
 struct KvWriteArgs {
-  const float* k;               // [tokens, kv_heads, head_dim]
-  const float* v;               // [tokens, kv_heads, v_head_dim]
-  const int32_t* slots;         // [tokens] destination slot of each token
-  float* k_cache;               // [n_slots, kv_heads, head_dim]
-  float* v_cache;               // [n_slots, kv_heads, v_head_dim]
+  const float* k = nullptr;               // [tokens, kv_heads, head_dim]
+  const float* v = nullptr;               // [tokens, kv_heads, v_head_dim]
+  const int32_t* slots = nullptr;         // [tokens] destination slot of each token
+  float* k_cache = nullptr;               // [n_slots, kv_heads, head_dim]
+  float* v_cache = nullptr;               // [n_slots, kv_heads, v_head_dim]
   int64_t tokens = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
@@ -52,9 +52,9 @@ struct KvWriteArgs {
 };
 
 struct SoftmaxTopkArgs {
-  const float* logits;     // [tokens, n_experts] router logits
-  int32_t* expert_ids;     // [tokens, top_k] chosen experts, highest probability first (ties: lower id)
-  float* weights;          // [tokens, top_k] their softmax probabilities (fp32), renormalised if asked
+  const float* logits = nullptr;     // [tokens, n_experts] router logits
+  int32_t* expert_ids = nullptr;     // [tokens, top_k] chosen experts, highest probability first (ties: lower id)
+  float* weights = nullptr;          // [tokens, top_k] their softmax probabilities (fp32), renormalised if asked
   int64_t tokens = 0;
   int64_t n_experts = 0;
   int64_t top_k = 0;
