@@ -23,18 +23,58 @@ class DeviceBuffer {
   }
 };
 
+// Weights and the KV cache live in the backend's own element types (weight_dtype(), kv_dtype(): fp32
+// on the CPU, bf16 on the GPU), so their pointers are untyped here. Activations between ops are fp32
+// on every backend; a backend may round them to its weight type at matrix-product inputs.
+using WeightPtr = const void*;
+
 struct RandomFillArgs {
-  float* dst;          // [n] device memory
+  void* dst = nullptr;  // [n] device memory of weight_dtype()
   int64_t n = 0;
-  uint64_t seed = 0;   // the same seed and n give the same values on every backend
+  uint64_t seed = 0;    // the same seed and n give the same values on every backend (before rounding)
   float mean = 0.0f;
   float stddev = 1.0f;
+};
+
+struct KvWriteCall {
+  const float* k = nullptr;      // [tokens, kv_heads, head_dim]
+  const float* v = nullptr;      // [tokens, kv_heads, v_head_dim]
+  const int32_t* slots = nullptr;  // [tokens]
+  void* k_cache = nullptr;       // kv_dtype() [n_slots, kv_heads, head_dim]
+  void* v_cache = nullptr;       // kv_dtype() [n_slots, kv_heads, v_head_dim]
+  int64_t tokens = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t v_head_dim = 0;
+};
+
+// As PagedAttentionArgs (kernels/ops.h), with the caches in kv_dtype().
+struct AttentionCall {
+  const float* q = nullptr;              // [tokens, n_heads, head_dim]
+  const void* k_cache = nullptr;         // [n_slots, kv_heads, head_dim]
+  const void* v_cache = nullptr;         // [n_slots, kv_heads, v_head_dim]
+  const int32_t* block_tables = nullptr; // [n_seqs, max_blocks]
+  const int32_t* token_seq = nullptr;    // [tokens]
+  const int32_t* positions = nullptr;    // [tokens]
+  float* out = nullptr;                  // [tokens, n_heads, v_head_dim]
+  int64_t tokens = 0;
+  int64_t n_seqs = 0;
+  int64_t n_heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t v_head_dim = 0;
+  int64_t block_size = 0;
+  int64_t max_blocks = 0;
+  float scale = 1.0f;
+  int64_t sliding_window = 0;
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
+  virtual DType weight_dtype() const = 0;
+  virtual DType kv_dtype() const = 0;
   virtual std::unique_ptr<DeviceBuffer> alloc(size_t bytes) = 0;
   virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
@@ -43,21 +83,26 @@ class Backend {
 
   virtual void fill_random_normal(const RandomFillArgs& a) = 0;
   virtual void zero(void* dst, size_t bytes) = 0;
-  virtual void linear(const float* x, const float* w, const float* bias, float* y, int64_t m, int64_t n,
-                      int64_t k) = 0;
-  virtual void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) = 0;
-  virtual void add_rms_norm(float* residual, const float* x, const float* weight, float* y, int64_t rows,
-                            int64_t dim, float eps) = 0;
-  virtual void embedding(const float* table, const int32_t* ids, float* out, int64_t tokens, int64_t dim) = 0;
+  // y[m, n] = x[m, k] · w[n, k]^T (+ bias[n])
+  virtual void linear(const float* x, WeightPtr w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k) = 0;
+  virtual void rms_norm(const float* x, WeightPtr weight, float* y, int64_t rows, int64_t dim, float eps) = 0;
+  virtual void add_rms_norm(float* residual, const float* x, WeightPtr weight, float* y, int64_t rows, int64_t dim,
+                            float eps) = 0;
+  virtual void embedding(WeightPtr table, const int32_t* ids, float* out, int64_t tokens, int64_t dim) = 0;
   virtual void silu_mul(const float* gate_up, float* out, int64_t rows, int64_t inter) = 0;
   virtual void rope(const RopeArgs& a) = 0;
-  virtual void kv_write(const KvWriteArgs& a) = 0;
-  virtual void paged_attention(const PagedAttentionArgs& a) = 0;
+  virtual void kv_write(const KvWriteCall& a) = 0;
+  virtual void paged_attention(const AttentionCall& a) = 0;
   virtual void softmax_topk(const SoftmaxTopkArgs& a) = 0;
   virtual void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim) = 0;
   virtual void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n,
                                 int64_t dim) = 0;
 };
+
+// Element `i` of a weight array of the backend's weight dtype.
+inline WeightPtr weight_at(const Backend& b, WeightPtr base, int64_t i) {
+  return static_cast<const char*>(base) + static_cast<size_t>(i) * dtype_size(b.weight_dtype());
+}
 
 std::unique_ptr<Backend> make_cpu_backend();
 

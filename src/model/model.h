@@ -30,10 +30,10 @@ struct ModelInfo {
   size_t weight_bytes = 0;   // device bytes held by weights
 };
 
-// Device memory of the paged KV cache for every layer: slot = block * block_size + offset.
+// Device memory of the paged KV cache for every layer (backend kv_dtype()): slot = block * block_size + offset.
 struct KvCacheView {
-  std::vector<float*> k;  // per layer: [n_blocks * block_size, kv_heads, head_dim]
-  std::vector<float*> v;  // per layer: [n_blocks * block_size, kv_heads, v_head_dim]
+  std::vector<void*> k;  // per layer: [n_blocks * block_size, kv_heads, head_dim]
+  std::vector<void*> v;  // per layer: [n_blocks * block_size, kv_heads, v_head_dim]
   int64_t block_size = 0;
   int64_t n_blocks = 0;
 };

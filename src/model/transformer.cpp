@@ -62,7 +62,7 @@ class Transformer final : public Model {
       } else {
         dense_mlp_forward(step, scratch_, layer.mlp, normed, block_out);
       }
-      const float* next_norm = l + 1 < spec_.layers.size() ? spec_.layers[l + 1].input_norm : spec_.final_norm;
+      WeightPtr next_norm = l + 1 < spec_.layers.size() ? spec_.layers[l + 1].input_norm : spec_.final_norm;
       backend_.add_rms_norm(residual, block_out, next_norm, normed, T, H, eps);
     }
 

@@ -15,8 +15,8 @@
 namespace sy {
 
 struct DecoderLayer {
-  const float* input_norm = nullptr;      // [hidden]
-  const float* post_attn_norm = nullptr;  // [hidden]
+  WeightPtr input_norm = nullptr;      // [hidden]
+  WeightPtr post_attn_norm = nullptr;  // [hidden]
   GqaAttentionConfig attn_config;
   GqaAttentionWeights attn;
   std::optional<MoeConfig> moe_config;    // set: routed experts; unset: dense MLP
@@ -28,9 +28,9 @@ struct TransformerSpec {
   ModelInfo info;
   float norm_eps = 1e-6f;
   RopeTable rope;
-  const float* embed = nullptr;    // [vocab, hidden]
-  const float* final_norm = nullptr;  // [hidden]
-  const float* lm_head = nullptr;  // [vocab, hidden]; may equal embed (tied)
+  WeightPtr embed = nullptr;       // [vocab, hidden]
+  WeightPtr final_norm = nullptr;  // [hidden]
+  WeightPtr lm_head = nullptr;     // [vocab, hidden]; may equal embed (tied)
   std::vector<DecoderLayer> layers;
 };
 

@@ -19,15 +19,19 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
 WeightLoader::WeightLoader(const Checkpoint* checkpoint, uint64_t seed, Backend& backend, WeightStore& store)
     : checkpoint_(checkpoint), seed_(seed), backend_(backend), store_(store) {}
 
-float* WeightLoader::allocate(int64_t numel) {
-  const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
+void* WeightLoader::allocate(int64_t numel) {
+  const size_t bytes = static_cast<size_t>(numel) * dtype_size(backend_.weight_dtype());
   store_.buffers.push_back(backend_.alloc(bytes));
   store_.bytes += bytes;
-  return store_.buffers.back()->as<float>();
+  return store_.buffers.back()->data();
 }
 
-float* WeightLoader::bind(const std::string& name, const Shape& shape, WeightInit init) {
-  float* dst = allocate(shape.numel());
+void* WeightLoader::at(void* base, int64_t i) const {
+  return static_cast<char*>(base) + static_cast<size_t>(i) * dtype_size(backend_.weight_dtype());
+}
+
+WeightPtr WeightLoader::bind(const std::string& name, const Shape& shape, WeightInit init) {
+  void* dst = allocate(shape.numel());
   load_into(name, shape, dst, init);
   return dst;
 }
@@ -36,7 +40,7 @@ bool WeightLoader::has(const std::string& name) const {
   return checkpoint_ == nullptr || checkpoint_->find(name) != nullptr;
 }
 
-void WeightLoader::load_into(const std::string& name, const Shape& shape, float* dst, WeightInit init) {
+void WeightLoader::load_into(const std::string& name, const Shape& shape, void* dst, WeightInit init) {
   SY_CHECK(used_.insert(name).second, "weight '{}' is bound twice (a model definition error)", name);
   const auto n = static_cast<size_t>(shape.numel());
   if (checkpoint_ == nullptr) {
@@ -48,7 +52,7 @@ void WeightLoader::load_into(const std::string& name, const Shape& shape, float*
       case WeightInit::ones:
       case WeightInit::zeros:
         staging_.assign(n, init == WeightInit::ones ? 1.0f : 0.0f);
-        backend_.copy_to_device(dst, staging_.data(), n * sizeof(float));
+        upload_staging(dst, n);
         return;
     }
   }
@@ -60,15 +64,46 @@ void WeightLoader::load_into(const std::string& name, const Shape& shape, float*
   SY_CHECK(t->dtype == DType::f32 || t->dtype == DType::bf16 || t->dtype == DType::f16, "{}: tensor '{}' has dtype {}; "
            "the CPU backend computes BF16, F16 and F32 weights only (FP8 checkpoints are parsed but not yet computed)",
            t->file, name, dtype_name(t->dtype));
+  const DType target = backend_.weight_dtype();
+  if (t->dtype == target) {  // no conversion: straight from the mapping
+    backend_.copy_to_device(dst, t->data, t->nbytes);
+    return;
+  }
   staging_.resize(n);
   convert_to_f32(t->data, t->dtype, staging_.data(), n);
-  backend_.copy_to_device(dst, staging_.data(), n * sizeof(float));
+  upload_staging(dst, n);
+}
+
+void WeightLoader::upload_staging(void* dst, size_t n) {
+  switch (backend_.weight_dtype()) {
+    case DType::f32:
+      backend_.copy_to_device(dst, staging_.data(), n * sizeof(float));
+      return;
+    case DType::bf16:
+      staging16_.resize(n);
+      for (size_t i = 0; i < n; ++i) staging16_[i] = f32_to_bf16(staging_[i]);
+      backend_.copy_to_device(dst, staging16_.data(), n * sizeof(uint16_t));
+      return;
+    case DType::f16:
+    case DType::f8_e4m3:
+    case DType::f8_e5m2:
+    case DType::f64:
+    case DType::i64:
+    case DType::i32:
+    case DType::i16:
+    case DType::i8:
+    case DType::u8:
+    case DType::boolean:
+      break;
+  }
+  SY_FAIL("weights of dtype {} are not supported by this loader", dtype_name(backend_.weight_dtype()));
 }
 
 void WeightLoader::skip_prefix(const std::string& prefix) { skipped_prefixes_.push_back(prefix); }
 
 void WeightLoader::finish() {
   staging_ = {};
+  staging16_ = {};
   if (checkpoint_ == nullptr) return;
   std::vector<std::string> unused;
   size_t skipped = 0;

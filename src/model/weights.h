@@ -1,6 +1,7 @@
 // Binds model weights by their checkpoint names: each tensor is declared once with its shape, read
 // from the checkpoint (dtype and shape checked, converted to fp32 on the device) or drawn from a
-// seeded generator, and at the end every checkpoint tensor must have been used exactly once.
+// seeded generator, and at the end every checkpoint tensor must have been used exactly once. Weights
+// are stored in the backend's weight dtype (fp32 on the CPU, bf16 on the GPU).
 #pragma once
 
 #include <cstdint>
@@ -31,12 +32,14 @@ class WeightLoader {
   // checkpoint == nullptr: random weights drawn from `seed`.
   WeightLoader(const Checkpoint* checkpoint, uint64_t seed, Backend& backend, WeightStore& store);
 
-  // Allocates fp32 device memory for the tensor and fills it. Returns the device pointer.
-  float* bind(const std::string& name, const Shape& shape, WeightInit init = WeightInit::normal);
-  // Fills `dst` (shape.numel() fp32 elements of device memory), e.g. one expert's slice of a fused tensor.
-  void load_into(const std::string& name, const Shape& shape, float* dst, WeightInit init = WeightInit::normal);
-  // Allocates fp32 device memory of `numel` elements without filling it (for fused tensors).
-  float* allocate(int64_t numel);
+  // Allocates device memory for the tensor and fills it. Returns the device pointer.
+  WeightPtr bind(const std::string& name, const Shape& shape, WeightInit init = WeightInit::normal);
+  // Fills `dst` (shape.numel() elements of device memory), e.g. one expert's slice of a fused tensor.
+  void load_into(const std::string& name, const Shape& shape, void* dst, WeightInit init = WeightInit::normal);
+  // Allocates device memory of `numel` elements without filling it (for fused tensors).
+  void* allocate(int64_t numel);
+  // Element i of an array allocated here.
+  void* at(void* base, int64_t i) const;
   // Tensors under this name prefix are deliberately not used (e.g. layers cut by --layers).
   void skip_prefix(const std::string& prefix);
   bool has(const std::string& name) const;
@@ -46,6 +49,7 @@ class WeightLoader {
   bool random() const { return checkpoint_ == nullptr; }
 
  private:
+  void upload_staging(void* dst, size_t n);  // staging_ (fp32) → dst in the weight dtype
   const Checkpoint* checkpoint_;
   uint64_t seed_;
   Backend& backend_;
@@ -53,6 +57,7 @@ class WeightLoader {
   std::set<std::string> used_;
   std::vector<std::string> skipped_prefixes_;
   std::vector<float> staging_;
+  std::vector<uint16_t> staging16_;
 };
 
 }  // namespace sy

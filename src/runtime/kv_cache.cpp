@@ -64,12 +64,13 @@ KvPool::KvPool(Backend& backend, const KvGeometry& g, int64_t n_blocks, int64_t 
   view_.block_size = block_size;
   view_.n_blocks = n_blocks;
   for (int64_t l = 0; l < g.n_layers; ++l) {
-    const auto k_bytes = static_cast<size_t>(slots * g.kv_heads * g.head_dim) * sizeof(float);
-    const auto v_bytes = static_cast<size_t>(slots * g.kv_heads * g.v_head_dim) * sizeof(float);
+    const size_t elem = dtype_size(backend.kv_dtype());
+    const auto k_bytes = static_cast<size_t>(slots * g.kv_heads * g.head_dim) * elem;
+    const auto v_bytes = static_cast<size_t>(slots * g.kv_heads * g.v_head_dim) * elem;
     buffers_.push_back(backend.alloc(k_bytes));
-    view_.k.push_back(buffers_.back()->as<float>());
+    view_.k.push_back(buffers_.back()->data());
     buffers_.push_back(backend.alloc(v_bytes));
-    view_.v.push_back(buffers_.back()->as<float>());
+    view_.v.push_back(buffers_.back()->data());
     bytes_ += k_bytes + v_bytes;
   }
 }

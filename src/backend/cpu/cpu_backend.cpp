@@ -26,9 +26,14 @@ uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Weights and KV on the CPU backend are fp32 (weight_dtype() and kv_dtype()).
+const float* f32(const void* p) { return static_cast<const float*>(p); }
+
 class CpuBackend final : public Backend {
  public:
   Device device() const override { return Device::cpu; }
+  DType weight_dtype() const override { return DType::f32; }
+  DType kv_dtype() const override { return DType::f32; }
   std::unique_ptr<DeviceBuffer> alloc(size_t bytes) override { return std::make_unique<HostDeviceBuffer>(bytes); }
   void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
@@ -43,29 +48,38 @@ class CpuBackend final : public Backend {
       const double u1 = (static_cast<double>(r1 >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
       const double u2 = static_cast<double>(r2 >> 11) * 0x1.0p-53;
       const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-      a.dst[i] = a.mean + a.stddev * static_cast<float>(z);
+      static_cast<float*>(a.dst)[i] = a.mean + a.stddev * static_cast<float>(z);
     }
   }
-  void linear(const float* x, const float* w, const float* bias, float* y, int64_t m, int64_t n,
-              int64_t k) override {
-    cpu::linear(x, w, bias, y, m, n, k);
+  void linear(const float* x, WeightPtr w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k) override {
+    cpu::linear(x, f32(w), f32(bias), y, m, n, k);
   }
-  void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) override {
-    cpu::rms_norm(x, weight, y, rows, dim, eps);
+  void rms_norm(const float* x, WeightPtr weight, float* y, int64_t rows, int64_t dim, float eps) override {
+    cpu::rms_norm(x, f32(weight), y, rows, dim, eps);
   }
-  void add_rms_norm(float* residual, const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
+  void add_rms_norm(float* residual, const float* x, WeightPtr weight, float* y, int64_t rows, int64_t dim,
                     float eps) override {
-    cpu::add_rms_norm(residual, x, weight, y, rows, dim, eps);
+    cpu::add_rms_norm(residual, x, f32(weight), y, rows, dim, eps);
   }
-  void embedding(const float* table, const int32_t* ids, float* out, int64_t tokens, int64_t dim) override {
-    cpu::embedding(table, ids, out, tokens, dim);
+  void embedding(WeightPtr table, const int32_t* ids, float* out, int64_t tokens, int64_t dim) override {
+    cpu::embedding(f32(table), ids, out, tokens, dim);
   }
   void silu_mul(const float* gate_up, float* out, int64_t rows, int64_t inter) override {
     cpu::silu_mul(gate_up, out, rows, inter);
   }
   void rope(const RopeArgs& a) override { cpu::rope(a); }
-  void kv_write(const KvWriteArgs& a) override { cpu::kv_write(a); }
-  void paged_attention(const PagedAttentionArgs& a) override { cpu::paged_attention(a); }
+  void kv_write(const KvWriteCall& a) override {
+    cpu::kv_write({.k = a.k, .v = a.v, .slots = a.slots, .k_cache = static_cast<float*>(a.k_cache),
+                   .v_cache = static_cast<float*>(a.v_cache), .tokens = a.tokens, .kv_heads = a.kv_heads,
+                   .head_dim = a.head_dim, .v_head_dim = a.v_head_dim});
+  }
+  void paged_attention(const AttentionCall& a) override {
+    cpu::paged_attention({.q = a.q, .k_cache = f32(a.k_cache), .v_cache = f32(a.v_cache),
+                          .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
+                          .out = a.out, .tokens = a.tokens, .n_heads = a.n_heads, .kv_heads = a.kv_heads,
+                          .head_dim = a.head_dim, .v_head_dim = a.v_head_dim, .block_size = a.block_size,
+                          .max_blocks = a.max_blocks, .scale = a.scale, .sliding_window = a.sliding_window});
+  }
   void softmax_topk(const SoftmaxTopkArgs& a) override { cpu::softmax_topk(a); }
   void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim) override {
     cpu::gather_rows(src, rows, dst, n, dim);

@@ -17,7 +17,9 @@ std::unique_ptr<Model> build_qwen3_moe(const ConfigJson& cfg, const LoadOptions&
   const int64_t head_dim = cfg.get_int("head_dim", hidden / n_heads, 2);
   const int64_t n_layers = cfg.get_int("num_hidden_layers", 1);
   const int64_t vocab = cfg.get_int("vocab_size", 1);
-  const int64_t n_experts = cfg.get_int("num_experts", 128, 0);
+  // transformers 5.x writes the expert count as num_local_experts; published checkpoints say num_experts.
+  const int64_t n_experts = cfg.has("num_experts") ? cfg.get_int("num_experts", 0)
+                                                   : cfg.get_int("num_local_experts", 128, 0);
   const int64_t top_k = cfg.get_int("num_experts_per_tok", 8, 1);
   const int64_t moe_inter = cfg.get_int("moe_intermediate_size", 768, 1);
   const int64_t dense_inter = cfg.get_int("intermediate_size", 6144, 1);

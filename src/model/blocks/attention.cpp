@@ -31,7 +31,7 @@ GqaAttentionWeights bind_gqa_attention(WeightLoader& loader, const std::string& 
 
 void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaAttentionConfig& c,
                            const GqaAttentionWeights& w, const RopeView& rope, const float* x, float* out,
-                           float* k_cache, float* v_cache) {
+                           void* k_cache, void* v_cache) {
   Backend& be = *step.backend;
   const int64_t T = step.tokens, q_dim = c.n_heads * c.head_dim, kv_dim = c.kv_heads * c.head_dim;
   float* q = scratch.get<float>(kQ, T * q_dim);
@@ -56,7 +56,7 @@ void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaA
                .kv_heads = c.kv_heads, .head_dim = c.head_dim, .v_head_dim = c.head_dim});
   be.paged_attention({.q = q, .k_cache = k_cache, .v_cache = v_cache, .block_tables = step.block_tables,
                       .token_seq = step.token_seq, .positions = step.positions, .out = attn, .tokens = T,
-                      .n_heads = c.n_heads, .kv_heads = c.kv_heads, .head_dim = c.head_dim,
+                      .n_seqs = step.n_seqs, .n_heads = c.n_heads, .kv_heads = c.kv_heads, .head_dim = c.head_dim,
                       .v_head_dim = c.head_dim, .block_size = step.block_size, .max_blocks = step.max_blocks,
                       .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
                       .sliding_window = c.sliding_window});

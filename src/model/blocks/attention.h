@@ -25,29 +25,29 @@ struct GqaAttentionConfig {
 };
 
 struct GqaAttentionWeights {
-  const float* q_proj = nullptr;  // [n_heads * head_dim, hidden]
-  const float* k_proj = nullptr;  // [kv_heads * head_dim, hidden]
-  const float* v_proj = nullptr;  // [kv_heads * head_dim, hidden]
-  const float* o_proj = nullptr;  // [hidden, n_heads * head_dim]
-  const float* q_bias = nullptr;  // [n_heads * head_dim] or null
-  const float* k_bias = nullptr;  // [kv_heads * head_dim] or null
-  const float* v_bias = nullptr;  // [kv_heads * head_dim] or null
-  const float* o_bias = nullptr;  // [hidden] or null
-  const float* q_norm = nullptr;  // [head_dim] or null
-  const float* k_norm = nullptr;  // [head_dim] or null
+  WeightPtr q_proj = nullptr;  // [n_heads * head_dim, hidden]
+  WeightPtr k_proj = nullptr;  // [kv_heads * head_dim, hidden]
+  WeightPtr v_proj = nullptr;  // [kv_heads * head_dim, hidden]
+  WeightPtr o_proj = nullptr;  // [hidden, n_heads * head_dim]
+  WeightPtr q_bias = nullptr;  // [n_heads * head_dim] or null
+  WeightPtr k_bias = nullptr;  // [kv_heads * head_dim] or null
+  WeightPtr v_bias = nullptr;  // [kv_heads * head_dim] or null
+  WeightPtr o_bias = nullptr;  // [hidden] or null
+  WeightPtr q_norm = nullptr;  // [head_dim] or null
+  WeightPtr k_norm = nullptr;  // [head_dim] or null
 };
 
 // Binds `prefix` + {q,k,v,o}_proj.weight (and .bias, q_norm/k_norm as the config says).
 GqaAttentionWeights bind_gqa_attention(WeightLoader& loader, const std::string& prefix, const GqaAttentionConfig& c);
 
 struct RopeView {
-  const float* inv_freq = nullptr;  // device [rotary_dim / 2]
+  const float* inv_freq = nullptr;  // device [rotary_dim / 2], fp32
   float attention_scale = 1.0f;
 };
 
 // out[T, hidden] = attention(x[T, hidden]); writes this step's K/V into (k_cache, v_cache) first.
 void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaAttentionConfig& c,
                            const GqaAttentionWeights& w, const RopeView& rope, const float* x, float* out,
-                           float* k_cache, float* v_cache);
+                           void* k_cache, void* v_cache);
 
 }  // namespace sy

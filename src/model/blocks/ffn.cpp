@@ -13,9 +13,9 @@ enum ScratchId : int { kGateUp = 200, kAct, kRouterLogits, kExpertIds, kExpertWe
 DenseMlpWeights bind_dense_mlp(WeightLoader& loader, const std::string& prefix, const MlpNames& names,
                                int64_t hidden, int64_t inter) {
   DenseMlpWeights w{.hidden = hidden, .inter = inter};
-  float* gate_up = loader.allocate(2 * inter * hidden);
+  void* gate_up = loader.allocate(2 * inter * hidden);
   loader.load_into(prefix + names.gate, {inter, hidden}, gate_up);
-  loader.load_into(prefix + names.up, {inter, hidden}, gate_up + inter * hidden);
+  loader.load_into(prefix + names.up, {inter, hidden}, loader.at(gate_up, inter * hidden));
   w.gate_up = gate_up;
   w.down = loader.bind(prefix + names.down, {hidden, inter});
   return w;
@@ -37,13 +37,13 @@ MoeWeights bind_moe(WeightLoader& loader, const std::string& router_name, const 
   MoeWeights w;
   w.router = loader.bind(router_name, {c.n_experts, c.hidden});
   const int64_t gu = 2 * c.inter * c.hidden, dn = c.hidden * c.inter;
-  float* gate_up = loader.allocate(c.n_experts * gu);
-  float* down = loader.allocate(c.n_experts * dn);
+  void* gate_up = loader.allocate(c.n_experts * gu);
+  void* down = loader.allocate(c.n_experts * dn);
   for (int64_t e = 0; e < c.n_experts; ++e) {
     const std::string p = expert_prefix + std::to_string(e) + ".";
-    loader.load_into(p + names.gate, {c.inter, c.hidden}, gate_up + e * gu);
-    loader.load_into(p + names.up, {c.inter, c.hidden}, gate_up + e * gu + c.inter * c.hidden);
-    loader.load_into(p + names.down, {c.hidden, c.inter}, down + e * dn);
+    loader.load_into(p + names.gate, {c.inter, c.hidden}, loader.at(gate_up, e * gu));
+    loader.load_into(p + names.up, {c.inter, c.hidden}, loader.at(gate_up, e * gu + c.inter * c.hidden));
+    loader.load_into(p + names.down, {c.hidden, c.inter}, loader.at(down, e * dn));
   }
   w.gate_up = gate_up;
   w.down = down;
@@ -96,9 +96,9 @@ void moe_forward(const StepContext& step, Scratch& scratch, const MoeConfig& c, 
     const int64_t begin = offsets[static_cast<size_t>(e)], n = offsets[static_cast<size_t>(e) + 1] - begin;
     if (n == 0) continue;
     be.gather_rows(x, d_rows + begin, xe, n, c.hidden);
-    be.linear(xe, w.gate_up + e * 2 * c.inter * c.hidden, nullptr, gate_up, n, 2 * c.inter, c.hidden);
+    be.linear(xe, weight_at(be, w.gate_up, e * 2 * c.inter * c.hidden), nullptr, gate_up, n, 2 * c.inter, c.hidden);
     be.silu_mul(gate_up, act, n, c.inter);
-    be.linear(act, w.down + e * c.hidden * c.inter, nullptr, ye, n, c.hidden, c.inter);
+    be.linear(act, weight_at(be, w.down, e * c.hidden * c.inter), nullptr, ye, n, c.hidden, c.inter);
     be.scatter_add_rows(out, d_rows + begin, d_row_w + begin, ye, n, c.hidden);
   }
 }

@@ -18,8 +18,8 @@ struct MlpNames {
 };
 
 struct DenseMlpWeights {
-  const float* gate_up = nullptr;  // [2 * inter, hidden]
-  const float* down = nullptr;     // [hidden, inter]
+  WeightPtr gate_up = nullptr;  // [2 * inter, hidden]
+  WeightPtr down = nullptr;     // [hidden, inter]
   int64_t hidden = 0;
   int64_t inter = 0;
 };
@@ -39,9 +39,9 @@ struct MoeConfig {
 };
 
 struct MoeWeights {
-  const float* router = nullptr;   // [n_experts, hidden]
-  const float* gate_up = nullptr;  // [n_experts, 2 * inter, hidden]
-  const float* down = nullptr;     // [n_experts, hidden, inter]
+  WeightPtr router = nullptr;   // [n_experts, hidden]
+  WeightPtr gate_up = nullptr;  // [n_experts, 2 * inter, hidden]
+  WeightPtr down = nullptr;     // [n_experts, hidden, inter]
 };
 
 // Binds `router_name` and, for each expert e, expert_prefix + e + "." + names.{gate,up,down}.
