@@ -15,6 +15,7 @@ namespace {
 
 struct GenerateOptions {
   std::string model;
+  std::string device = "cpu";
   std::vector<std::string> prompt_ids;
   int64_t max_tokens = 16;
   float temperature = 0.0f;
@@ -26,6 +27,7 @@ struct GenerateOptions {
   int64_t layers = 0;
   int64_t block_size = 16;
   int64_t max_batch_tokens = 512;
+  LayoutFlags layout;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -53,13 +55,14 @@ int run_generate(const GenerateOptions& o) {
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& p : o.prompt_ids) prompts.push_back(parse_ids(p));
   SY_CHECK(o.logits_out.empty() || prompts.size() == 1, "--logits-out takes one prompt, got {}", prompts.size());
+  int64_t total_tokens = 0;
+  for (const auto& p : prompts) total_tokens += static_cast<int64_t>(p.size()) + o.max_tokens;
+  check_single_rank_layout(o.layout, o.model, o.random_weights, o.layers, o.max_batch_tokens, total_tokens);
 
-  auto backend = make_cpu_backend();
+  auto backend = make_backend(o.device);
   auto model = load_model({.dir = o.model, .random_weights = o.random_weights, .seed = o.seed,
                            .max_layers = o.layers},
                           *backend);
-  int64_t total_tokens = 0;
-  for (const auto& p : prompts) total_tokens += static_cast<int64_t>(p.size()) + o.max_tokens;
   EngineConfig config{.block_size = o.block_size,
                       .kv_blocks = (total_tokens + o.block_size - 1) / o.block_size + static_cast<int64_t>(prompts.size()),
                       .scheduler = {.max_batch_tokens = o.max_batch_tokens, .max_seqs = 256}};
@@ -103,6 +106,7 @@ CommandMain add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "run prompts through a model and print the new token ids");
   cmd->add_option("--model", o->model, "Hugging Face model folder (config.json + safetensors)")->required();
+  cmd->add_option("--device", o->device, "cpu, cuda or cuda:N");
   cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids; repeat for a batch")
       ->required();
   cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate per prompt")->check(CLI::Range(1, 1 << 20));
@@ -116,6 +120,7 @@ CommandMain add_generate_command(CLI::App& app) {
   cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per forward pass (prefill chunk size)")
       ->check(CLI::Range(1, 1 << 20));
+  add_layout_flags(cmd, o->layout);
   return [o] { return run_generate(*o); };
 }
 

@@ -8,6 +8,8 @@ int main(int argc, char** argv) {
   CLI::App app{"switchyard: Mixture-of-Experts inference engine"};
   app.require_subcommand(1);
   const sy::CommandMain generate = sy::add_generate_command(app);
+  const sy::CommandMain plan = sy::add_plan_command(app);
+  const sy::CommandMain inspect = sy::add_inspect_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -20,6 +22,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (app.got_subcommand("generate")) return generate();
+    if (app.got_subcommand("plan")) return plan();
+    if (app.got_subcommand("inspect")) return inspect();
   } catch (const sy::Error& e) {
     std::fprintf(stderr, "switchyard: error: %s\n", e.what());
     return 2;

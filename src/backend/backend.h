@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kernels/ops.h"
 #include "tensor/tensor.h"
@@ -85,6 +86,9 @@ class Backend {
   virtual void zero(void* dst, size_t bytes) = 0;
   // y[m, n] = x[m, k] · w[n, k]^T (+ bias[n])
   virtual void linear(const float* x, WeightPtr w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k) = 0;
+  // As linear, with fp32 weights and fp32 math on every backend (routers: a flipped expert choice costs
+  // far more than the bytes saved).
+  virtual void linear_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) = 0;
   virtual void rms_norm(const float* x, WeightPtr weight, float* y, int64_t rows, int64_t dim, float eps) = 0;
   virtual void add_rms_norm(float* residual, const float* x, WeightPtr weight, float* y, int64_t rows, int64_t dim,
                             float eps) = 0;
@@ -105,5 +109,7 @@ inline WeightPtr weight_at(const Backend& b, WeightPtr base, int64_t i) {
 }
 
 std::unique_ptr<Backend> make_cpu_backend();
+// "cpu", "cuda" or "cuda:N"; an unknown name, or cuda in a build without it, is an error saying what to do.
+std::unique_ptr<Backend> make_backend(const std::string& name);
 
 }  // namespace sy

@@ -40,19 +40,40 @@ bool WeightLoader::has(const std::string& name) const {
   return checkpoint_ == nullptr || checkpoint_->find(name) != nullptr;
 }
 
+const float* WeightLoader::bind_f32(const std::string& name, const Shape& shape) {
+  const size_t bytes = static_cast<size_t>(shape.numel()) * sizeof(float);
+  store_.buffers.push_back(backend_.alloc(bytes));
+  store_.bytes += bytes;
+  void* dst = store_.buffers.back()->data();
+  fill(name, shape, dst, WeightInit::normal, DType::f32);
+  return static_cast<const float*>(dst);
+}
+
 void WeightLoader::load_into(const std::string& name, const Shape& shape, void* dst, WeightInit init) {
+  fill(name, shape, dst, init, backend_.weight_dtype());
+}
+
+void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, WeightInit init, DType target) {
   SY_CHECK(used_.insert(name).second, "weight '{}' is bound twice (a model definition error)", name);
   const auto n = static_cast<size_t>(shape.numel());
   if (checkpoint_ == nullptr) {
     switch (init) {
       case WeightInit::normal:
-        backend_.fill_random_normal({.dst = dst, .n = shape.numel(), .seed = name_seed(seed_, name),
-                                     .mean = 0.0f, .stddev = kRandomStddev});
+        if (target == backend_.weight_dtype()) {
+          backend_.fill_random_normal({.dst = dst, .n = shape.numel(), .seed = name_seed(seed_, name),
+                                       .mean = 0.0f, .stddev = kRandomStddev});
+          return;
+        }
+        // fp32 copies of a GPU backend: draw on the host with the CPU backend's generator.
+        staging_.resize(n);
+        make_cpu_backend()->fill_random_normal({.dst = staging_.data(), .n = shape.numel(),
+                                                .seed = name_seed(seed_, name), .stddev = kRandomStddev});
+        upload_staging(dst, n, target);
         return;
       case WeightInit::ones:
       case WeightInit::zeros:
         staging_.assign(n, init == WeightInit::ones ? 1.0f : 0.0f);
-        upload_staging(dst, n);
+        upload_staging(dst, n, target);
         return;
     }
   }
@@ -64,18 +85,17 @@ void WeightLoader::load_into(const std::string& name, const Shape& shape, void* 
   SY_CHECK(t->dtype == DType::f32 || t->dtype == DType::bf16 || t->dtype == DType::f16, "{}: tensor '{}' has dtype {}; "
            "the CPU backend computes BF16, F16 and F32 weights only (FP8 checkpoints are parsed but not yet computed)",
            t->file, name, dtype_name(t->dtype));
-  const DType target = backend_.weight_dtype();
   if (t->dtype == target) {  // no conversion: straight from the mapping
     backend_.copy_to_device(dst, t->data, t->nbytes);
     return;
   }
   staging_.resize(n);
   convert_to_f32(t->data, t->dtype, staging_.data(), n);
-  upload_staging(dst, n);
+  upload_staging(dst, n, target);
 }
 
-void WeightLoader::upload_staging(void* dst, size_t n) {
-  switch (backend_.weight_dtype()) {
+void WeightLoader::upload_staging(void* dst, size_t n, DType target) {
+  switch (target) {
     case DType::f32:
       backend_.copy_to_device(dst, staging_.data(), n * sizeof(float));
       return;
@@ -96,7 +116,7 @@ void WeightLoader::upload_staging(void* dst, size_t n) {
     case DType::boolean:
       break;
   }
-  SY_FAIL("weights of dtype {} are not supported by this loader", dtype_name(backend_.weight_dtype()));
+  SY_FAIL("weights of dtype {} are not supported by this loader", dtype_name(target));
 }
 
 void WeightLoader::skip_prefix(const std::string& prefix) { skipped_prefixes_.push_back(prefix); }

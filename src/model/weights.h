@@ -36,6 +36,8 @@ class WeightLoader {
   WeightPtr bind(const std::string& name, const Shape& shape, WeightInit init = WeightInit::normal);
   // Fills `dst` (shape.numel() elements of device memory), e.g. one expert's slice of a fused tensor.
   void load_into(const std::string& name, const Shape& shape, void* dst, WeightInit init = WeightInit::normal);
+  // As bind, but stored as fp32 whatever the backend's weight dtype (routers).
+  const float* bind_f32(const std::string& name, const Shape& shape);
   // Allocates device memory of `numel` elements without filling it (for fused tensors).
   void* allocate(int64_t numel);
   // Element i of an array allocated here.
@@ -49,7 +51,8 @@ class WeightLoader {
   bool random() const { return checkpoint_ == nullptr; }
 
  private:
-  void upload_staging(void* dst, size_t n);  // staging_ (fp32) → dst in the weight dtype
+  void fill(const std::string& name, const Shape& shape, void* dst, WeightInit init, DType target);
+  void upload_staging(void* dst, size_t n, DType target);  // staging_ (fp32) → dst in `target`
   const Checkpoint* checkpoint_;
   uint64_t seed_;
   Backend& backend_;

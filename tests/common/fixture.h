@@ -2,7 +2,9 @@
 // with Hugging Face transformers) and the logits comparison every conformance test uses.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,7 +15,12 @@
 
 namespace sy::test {
 
-inline std::filesystem::path fixtures_dir() { return std::filesystem::path(SY_SOURCE_DIR) / "tests" / "fixtures"; }
+// The source tree's fixtures; SY_SOURCE_DIR in the environment overrides the build-time path (for test
+// binaries run from a copy of the tree on another machine).
+inline std::filesystem::path fixtures_dir() {
+  const char* env = std::getenv("SY_SOURCE_DIR");
+  return std::filesystem::path(env ? env : SY_SOURCE_DIR) / "tests" / "fixtures";
+}
 
 struct Fixture {
   std::string name;

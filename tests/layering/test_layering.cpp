@@ -22,7 +22,8 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
     {"backend", {"backend", "kernels", "parallel", "tensor", "base"}},
     {"model", {"model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
     {"runtime", {"runtime", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
-    {"apps", {"apps", "runtime", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
+    {"planner", {"planner", "parallel", "io", "tensor", "base"}},
+    {"apps", {"apps", "planner", "runtime", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
 };
 
 TEST(Layering, NoIncludeReachesUpward) {

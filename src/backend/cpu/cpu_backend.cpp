@@ -54,6 +54,9 @@ class CpuBackend final : public Backend {
   void linear(const float* x, WeightPtr w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k) override {
     cpu::linear(x, f32(w), f32(bias), y, m, n, k);
   }
+  void linear_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) override {
+    cpu::linear(x, w, nullptr, y, m, n, k);
+  }
   void rms_norm(const float* x, WeightPtr weight, float* y, int64_t rows, int64_t dim, float eps) override {
     cpu::rms_norm(x, f32(weight), y, rows, dim, eps);
   }

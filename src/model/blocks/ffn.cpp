@@ -35,7 +35,7 @@ void dense_mlp_forward(const StepContext& step, Scratch& scratch, const DenseMlp
 MoeWeights bind_moe(WeightLoader& loader, const std::string& router_name, const std::string& expert_prefix,
                     const MlpNames& names, const MoeConfig& c) {
   MoeWeights w;
-  w.router = loader.bind(router_name, {c.n_experts, c.hidden});
+  w.router = loader.bind_f32(router_name, {c.n_experts, c.hidden});
   const int64_t gu = 2 * c.inter * c.hidden, dn = c.hidden * c.inter;
   void* gate_up = loader.allocate(c.n_experts * gu);
   void* down = loader.allocate(c.n_experts * dn);
@@ -57,7 +57,7 @@ void moe_forward(const StepContext& step, Scratch& scratch, const MoeConfig& c, 
   float* logits = scratch.get<float>(kRouterLogits, T * c.n_experts);
   int32_t* ids = scratch.get<int32_t>(kExpertIds, TK);
   float* weights = scratch.get<float>(kExpertWeights, TK);
-  be.linear(x, w.router, nullptr, logits, T, c.n_experts, c.hidden);
+  be.linear_f32(x, w.router, logits, T, c.n_experts, c.hidden);
   be.softmax_topk({.logits = logits, .expert_ids = ids, .weights = weights, .tokens = T,
                    .n_experts = c.n_experts, .top_k = K, .renormalize = c.renormalize});
 

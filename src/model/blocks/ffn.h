@@ -39,7 +39,7 @@ struct MoeConfig {
 };
 
 struct MoeWeights {
-  WeightPtr router = nullptr;   // [n_experts, hidden]
+  const float* router = nullptr;   // fp32 [n_experts, hidden]
   WeightPtr gate_up = nullptr;  // [n_experts, 2 * inter, hidden]
   WeightPtr down = nullptr;     // [n_experts, hidden, inter]
 };

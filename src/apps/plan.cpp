@@ -1,0 +1,191 @@
+// `switchyard plan`: every valid layout of a model on a machine with memory per rank and predicted speed,
+// or, with layout flags, the full resolved layout or the complete list of rules it breaks. Also the
+// layout flags shared with generate, and the check generate runs before loading.
+#include <cstdio>
+
+#include "apps/commands.h"
+#include "base/check.h"
+#include "base/log.h"
+#include "planner/report.h"
+
+namespace sy {
+
+namespace {
+
+struct PlanOptions {
+  std::string model;
+  LayoutFlags layout;
+  bool json = false;
+  bool config_only = false;
+  bool all_dense_tp = false;
+  int64_t max_batch_tokens = 8192;
+  int64_t max_seqs = 256;
+  int64_t min_kv_tokens = 0;
+  std::string kv_dtype = "bf16";
+  double fixed_gb = 2.0;
+  int64_t redundant_experts = 0;
+  bool no_vocab_parallel = false;
+  int64_t batch = 256;
+  int64_t context = 1024;
+};
+
+int64_t kv_dtype_bytes(const std::string& name) {
+  if (name == "bf16" || name == "fp16") return 2;
+  if (name == "fp8") return 1;
+  if (name == "fp32") return 4;
+  SY_FAIL("--kv-dtype '{}' is not one of bf16, fp16, fp8, fp32", name);
+}
+
+int run_plan(const PlanOptions& o) {
+  SY_CHECK(!o.layout.machine.empty(), "--machine is required: a preset (h100, h200, b200, rtx-pro-6000, a100) or a "
+           "JSON machine file");
+  const Machine machine = find_machine(o.layout.machine);
+  const Cluster cluster =
+      make_cluster(machine, o.layout.gpus_given->count() ? std::optional<int>(o.layout.gpus) : std::nullopt,
+                   o.layout.nodes_given->count() ? std::optional<int>(o.layout.nodes) : std::nullopt);
+  MemoryOptions memory{.max_batch_tokens = o.max_batch_tokens, .max_seqs = o.max_seqs,
+                       .min_kv_tokens = o.min_kv_tokens, .kv_dtype_bytes = kv_dtype_bytes(o.kv_dtype),
+                       .fixed_bytes = static_cast<int64_t>(o.fixed_gb * 1e9),
+                       .shard = {.vocab_parallel = !o.no_vocab_parallel, .redundant_experts = o.redundant_experts}};
+  PlanTarget target = load_plan_target(o.model, cluster, memory, o.config_only);
+  target.decode_batch = o.batch;
+  target.decode_context = o.context;
+
+  if (!o.layout.any_layout_flag()) {
+    const Plan plan = make_plan(target, o.all_dense_tp);
+    const std::string out = o.json ? plan_json(target, plan) + "\n" : format_plan(target, plan);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    const bool fits = !plan.layouts.empty() && plan.layouts.front().check.valid();
+    if (!fits) {
+      std::fprintf(stderr, "switchyard: error: no layout of %s fits %s\n", target.shape.architecture.c_str(),
+                   cluster.describe().c_str());
+    }
+    return fits ? 0 : 2;
+  }
+  const LayoutCheck check = check_layout_with_alternatives(target, o.layout.request());
+  if (o.json) {
+    const std::string out = layout_json(target, check) + "\n";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return check.valid() ? 0 : 2;
+  }
+  SY_CHECK(check.valid(), "{}", format_issues(target, check));
+  const std::string out = format_layout(target, check);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+LayoutRequest LayoutFlags::request() const {
+  LayoutRequest r;
+  for (size_t i = 0; i < kAxes.size(); ++i) {
+    if (given[i] != nullptr && given[i]->count() > 0) r.set(kAxes[i], sizes[i]);
+  }
+  if (!pp_layers.empty()) {
+    size_t pos = 0;
+    while (pos <= pp_layers.size()) {
+      const size_t comma = std::min(pp_layers.find(',', pos), pp_layers.size());
+      const std::string item = pp_layers.substr(pos, comma - pos);
+      size_t used = 0;
+      long long v = -1;
+      try {
+        v = std::stoll(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      SY_CHECK(used == item.size() && !item.empty() && v >= 0 && v <= 1'000'000,
+               "--pp-layers: '{}' is not a layer count; give one count per stage, like 30,31", item);
+      r.pp_layers.push_back(static_cast<int>(v));
+      pos = comma + 1;
+    }
+  }
+  return r;
+}
+
+bool LayoutFlags::any_layout_flag() const {
+  for (const auto* g : given) {
+    if (g != nullptr && g->count() > 0) return true;
+  }
+  return !pp_layers.empty();
+}
+
+void add_layout_flags(CLI::App* cmd, LayoutFlags& f) {
+  static const char* help[] = {
+      "attention tensor-parallel size (default: completes W = pp·dp·tp for the GPUs)",
+      "attention data-parallel size: independent batches and KV caches (default 1)",
+      "pipeline-parallel stages (default 1, or the number of --pp-layers)",
+      "expert-parallel size: experts spread over ep ranks (default 1)",
+      "expert tensor-parallel size: each expert's intermediate split (default: completes dp·tp = edp·ep·etp)",
+      "expert data-parallel size: expert replicas (default 1)",
+      "tensor-parallel size of dense FFN layers, shared experts and the LM head (default tp)",
+  };
+  for (size_t i = 0; i < kAxes.size(); ++i) {
+    f.given[i] = cmd->add_option(std::string(axis_flag(kAxes[i])), f.sizes[i], help[i]);
+  }
+  cmd->add_option("--pp-layers", f.pp_layers, "decoder layers per pipeline stage, e.g. 30,31");
+  f.gpus_given = cmd->add_option("--gpus", f.gpus, "GPUs at hand (default: every GPU of the nodes)");
+  f.nodes_given = cmd->add_option("--nodes", f.nodes, "nodes (default: as few as hold --gpus)");
+  cmd->add_option("--machine", f.machine, "machine preset (h100, h200, b200, rtx-pro-6000, a100) or JSON file");
+}
+
+void check_single_rank_layout(const LayoutFlags& f, const std::string& model_dir, bool random_weights,
+                              int64_t max_layers, int64_t max_batch_tokens, int64_t kv_tokens) {
+  const bool gpus_given = f.gpus_given != nullptr && f.gpus_given->count() > 0;
+  const bool nodes_given = f.nodes_given != nullptr && f.nodes_given->count() > 0;
+  if (!f.any_layout_flag() && f.machine.empty() && !gpus_given && !nodes_given) return;
+  const LayoutRequest request = f.request();
+  std::optional<int> gpus = gpus_given ? std::optional<int>(f.gpus) : std::nullopt;
+  std::optional<int> nodes = nodes_given ? std::optional<int>(f.nodes) : std::nullopt;
+  Machine machine;
+  if (!f.machine.empty()) {
+    machine = find_machine(f.machine);
+  } else {
+    // No machine: the ranks are the ones the layout asks for (as mpirun would launch them), and device
+    // memory is unknown, so memory_fit is not checked.
+    int launched = 1;
+    for (Axis a : {Axis::pp, Axis::dp, Axis::tp}) launched *= std::max(1, request.get(a).value_or(1));
+    const int ranks = gpus.value_or(launched);
+    machine = {.name = "host", .gpu = "CPU rank", .memory_gb = 0, .link = "local", .gpus_per_node = std::max(1, ranks),
+               .gpu_socket = std::vector<int>(static_cast<size_t>(std::max(1, ranks)), 0)};
+    gpus = ranks;
+  }
+  const Cluster cluster = make_cluster(machine, gpus, nodes);
+  const MemoryOptions memory{.max_batch_tokens = max_batch_tokens, .min_kv_tokens = kv_tokens};
+  PlanTarget target = load_plan_target(model_dir, cluster, memory, random_weights, max_layers);
+  target.check_memory = !f.machine.empty();
+  const LayoutCheck check = check_layout_with_alternatives(target, request);
+  SY_CHECK(check.valid(), "{}", format_issues(target, check));
+  SY_CHECK(check.sizes.world_size() == 1,
+           "multi-rank execution is not available yet: {} is a valid layout of {} ranks ({}), but this build runs one "
+           "rank; drop the layout flags to run world size 1 (--tp 1)",
+           request.flags(), check.sizes.world_size(), describe_sizes(check.sizes));
+  log_info("layout {}: {}", request.flags(), describe_sizes(check.sizes));
+}
+
+CommandMain add_plan_command(CLI::App& app) {
+  auto o = std::make_shared<PlanOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "valid parallel layouts of a model on a machine: memory per rank, KV capacity, predicted decode speed");
+  cmd->add_option("--model", o->model, "Hugging Face model folder (config.json, safetensors headers if present)")
+      ->required();
+  add_layout_flags(cmd, o->layout);
+  cmd->add_flag("--json", o->json, "print JSON instead of tables");
+  cmd->add_flag("--config-only", o->config_only, "size the weights from config.json even if safetensors are present");
+  cmd->add_flag("--all-dense-tp", o->all_dense_tp, "also list dense_tp sizes other than tp");
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens of the largest forward pass per dp replica")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  cmd->add_option("--max-seqs", o->max_seqs, "sequences per step (rows of logits)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--min-kv-tokens", o->min_kv_tokens, "KV tokens each replica must hold (default: --max-batch-tokens)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: bf16, fp16, fp8, fp32");
+  cmd->add_option("--fixed-gb", o->fixed_gb, "fixed memory per GPU: context, workspaces, graphs, communicators")
+      ->check(CLI::Range(0.0, 1e4));
+  cmd->add_option("--redundant-experts", o->redundant_experts, "extra expert replicas per MoE layer, spread over ep")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-vocab-parallel", o->no_vocab_parallel, "replicate the embedding instead of splitting its rows");
+  cmd->add_option("--batch", o->batch, "batch of the second decode estimate")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--context", o->context, "context length of the decode estimates")->check(CLI::Range(0, 1 << 24));
+  return [o] { return run_plan(*o); };
+}
+
+}  // namespace sy

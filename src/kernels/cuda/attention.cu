@@ -1,0 +1,160 @@
+// Paged KV write, paged GQA attention (causal, optional sliding window) and softmax top-k routing.
+#include <cuda_bf16.h>
+
+#include <cfloat>
+
+#include "kernels/cuda/ops.cuh"
+
+namespace sy::cuda {
+
+namespace {
+
+__device__ __forceinline__ float bf(bf16_bits v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
+__device__ __forceinline__ bf16_bits to_bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+
+__global__ void kv_write_kernel(KvWriteParams p) {
+  const int64_t k_row = p.kv_heads * p.head_dim, v_row = p.kv_heads * p.v_head_dim;
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= p.tokens * (k_row + v_row)) return;
+  const int64_t t = i / (k_row + v_row), c = i % (k_row + v_row);
+  const int64_t slot = p.slots[t];
+  if (c < k_row) {
+    p.k_cache[slot * k_row + c] = to_bf(p.k[t * k_row + c]);
+  } else {
+    p.v_cache[slot * v_row + (c - k_row)] = to_bf(p.v[t * v_row + (c - k_row)]);
+  }
+}
+
+constexpr int kAttnThreads = 128;
+
+__device__ float block_reduce(float v, bool is_max, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, other) : v + other;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < kAttnThreads / 32 ? shared[lane] : (is_max ? -FLT_MAX : 0.0f);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, other) : v + other;
+  }
+  return v;
+}
+
+// One block per (token, head): scores of every visible key into shared memory, softmax, then V.
+__global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(AttentionParams p) {
+  extern __shared__ float scores[];
+  __shared__ float reduce[32];
+  const int64_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
+  const int64_t kvh = h / (p.n_heads / p.kv_heads);
+  const int64_t pos = p.positions[t];
+  const int64_t first = p.sliding_window > 0 ? max(int64_t(0), pos - p.sliding_window + 1) : 0;
+  const int64_t n_keys = pos - first + 1;
+  const int32_t* table = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks;
+  const float* q = p.q + (t * p.n_heads + h) * p.head_dim;
+
+  float local_max = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) {
+    const int64_t kp = first + j;
+    const int64_t slot = static_cast<int64_t>(table[kp / p.block_size]) * p.block_size + kp % p.block_size;
+    const bf16_bits* k = p.k_cache + (slot * p.kv_heads + kvh) * p.head_dim;
+    float dot = 0.0f;
+    for (int64_t d = 0; d < p.head_dim; ++d) dot += q[d] * bf(k[d]);
+    const float s = dot * p.scale;
+    scores[j] = s;
+    local_max = fmaxf(local_max, s);
+  }
+  const float m = block_reduce(local_max, true, reduce);
+  float local_sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) {
+    const float e = expf(scores[j] - m);
+    scores[j] = e;
+    local_sum += e;
+  }
+  const float inv = 1.0f / block_reduce(local_sum, false, reduce);
+  __syncthreads();
+  for (int64_t d = threadIdx.x; d < p.v_head_dim; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n_keys; ++j) {
+      const int64_t kp = first + j;
+      const int64_t slot = static_cast<int64_t>(table[kp / p.block_size]) * p.block_size + kp % p.block_size;
+      acc += scores[j] * bf(p.v_cache[(slot * p.kv_heads + kvh) * p.v_head_dim + d]);
+    }
+    p.out[(t * p.n_heads + h) * p.v_head_dim + d] = acc * inv;
+  }
+}
+
+// One thread per token: softmax over the experts, then top_k by repeated selection (highest first,
+// lower id on ties), as the CPU kernel does.
+__global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* weights, int64_t tokens, int64_t n_experts,
+                                    int64_t top_k, bool renormalize) {
+  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (t >= tokens) return;
+  const float* row = logits + t * n_experts;
+  float m = -FLT_MAX;
+  for (int64_t e = 0; e < n_experts; ++e) m = fmaxf(m, row[e]);
+  float sum = 0.0f;
+  for (int64_t e = 0; e < n_experts; ++e) sum += expf(row[e] - m);
+  float chosen_sum = 0.0f;
+  float prev = FLT_MAX;
+  int64_t prev_id = -1;
+  for (int64_t k = 0; k < top_k; ++k) {
+    int64_t best = -1;
+    float best_v = -FLT_MAX;
+    for (int64_t e = 0; e < n_experts; ++e) {
+      const float v = row[e];
+      // Strictly after the previous pick in (value desc, id asc) order.
+      const bool after_prev = v < prev || (v == prev && e > prev_id);
+      if (after_prev && (best < 0 || v > best_v)) {
+        best = e;
+        best_v = v;
+      }
+    }
+    ids[t * top_k + k] = static_cast<int32_t>(best);
+    const float pr = expf(best_v - m) / sum;
+    weights[t * top_k + k] = pr;
+    chosen_sum += pr;
+    prev = best_v;
+    prev_id = best;
+  }
+  if (renormalize) {
+    for (int64_t k = 0; k < top_k; ++k) weights[t * top_k + k] /= chosen_sum;
+  }
+}
+
+}  // namespace
+
+void kv_write(const KvWriteParams& p, cudaStream_t s) {
+  const int64_t n = p.tokens * p.kv_heads * (p.head_dim + p.v_head_dim);
+  if (n == 0) return;
+  kv_write_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(p);
+  check_launch("kv_write");
+}
+
+void paged_attention(const AttentionParams& p, cudaStream_t s) {
+  if (p.tokens == 0) return;
+  const size_t smem = static_cast<size_t>(p.max_blocks * p.block_size) * sizeof(float);
+  static size_t configured = 48 * 1024;
+  if (smem > configured) {
+    check_shared_memory("paged_attention", smem, 227 * 1024);
+    check_cuda(cudaFuncSetAttribute(paged_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)),
+               "cudaFuncSetAttribute(paged_attention)");
+    configured = smem;
+  }
+  paged_attention_kernel<<<static_cast<unsigned>(p.tokens * p.n_heads), kAttnThreads, smem, s>>>(p);
+  check_launch("paged_attention");
+}
+
+void softmax_topk(const float* logits, int32_t* expert_ids, float* weights, int64_t tokens, int64_t n_experts,
+                  int64_t top_k, bool renormalize, cudaStream_t s) {
+  if (tokens == 0) return;
+  softmax_topk_kernel<<<static_cast<unsigned>((tokens + 127) / 128), 128, 0, s>>>(logits, expert_ids, weights, tokens,
+                                                                              n_experts, top_k, renormalize);
+  check_launch("softmax_topk");
+}
+
+}  // namespace sy::cuda

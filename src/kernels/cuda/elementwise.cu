@@ -1,0 +1,201 @@
+// Element-wise and per-row CUDA kernels: conversions, bias, norms, embedding, SiLU·mul, rope,
+// random fill, row gather / scatter-add.
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/ops.cuh"
+
+namespace sy::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float bf(bf16_bits v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
+
+__device__ __forceinline__ bf16_bits to_bf(float f) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+unsigned blocks_for(int64_t n, int threads = kThreads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+__device__ __forceinline__ uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Same generator as the CPU backend: element i depends only on (seed, i).
+__global__ void fill_random_kernel(bf16_bits* dst, int64_t n, uint64_t seed, float mean, float stddev) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const uint64_t r1 = mix64(seed ^ mix64(static_cast<uint64_t>(2 * i)));
+    const uint64_t r2 = mix64(seed ^ mix64(static_cast<uint64_t>(2 * i + 1)));
+    const double u1 = (static_cast<double>(r1 >> 11) + 1.0) * 0x1.0p-53;
+    const double u2 = static_cast<double>(r2 >> 11) * 0x1.0p-53;
+    const double z = sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
+    dst[i] = to_bf(mean + stddev * static_cast<float>(z));
+  }
+}
+
+__global__ void f32_to_bf16_kernel(const float* x, bf16_bits* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    y[i] = to_bf(x[i]);
+  }
+}
+
+__global__ void add_bias_kernel(float* y, const bf16_bits* bias, int64_t m, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < m * n) y[i] += bf(bias[i % n]);
+}
+
+__device__ float block_sum(float v) {
+  __shared__ float partial[32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int n_warps = (blockDim.x + 31) / 32;
+  v = lane < n_warps ? partial[lane] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// One block per row. With residual != nullptr: residual += x first, and the sum is normalised.
+__global__ void rms_norm_kernel(float* residual, const float* x, const bf16_bits* weight, float* y, int64_t dim,
+                                float eps) {
+  const int64_t row = blockIdx.x;
+  const float* in = x + row * dim;
+  float* res = residual ? residual + row * dim : nullptr;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    float v = in[i];
+    if (res) {
+      v += res[i];
+      res[i] = v;
+    }
+    ss += v * v;
+  }
+  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(dim) + eps);
+  const float* src = res ? res : in;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[row * dim + i] = src[i] * inv * bf(weight[i]);
+}
+
+__global__ void embedding_kernel(const bf16_bits* table, const int32_t* ids, float* out, int64_t tokens, int64_t dim) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= tokens * dim) return;
+  const int64_t t = i / dim, d = i % dim;
+  out[i] = bf(table[static_cast<int64_t>(ids[t]) * dim + d]);
+}
+
+__global__ void silu_mul_kernel(const float* gate_up, float* out, int64_t rows, int64_t inter) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= rows * inter) return;
+  const int64_t r = i / inter, c = i % inter;
+  const float g = gate_up[r * 2 * inter + c], u = gate_up[r * 2 * inter + inter + c];
+  out[i] = g / (1.0f + expf(-g)) * u;
+}
+
+// One thread per (token, head, pair).
+__global__ void rope_kernel(RopeParams p) {
+  const int64_t half = p.rotary_dim / 2;
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= p.tokens * p.heads * half) return;
+  const int64_t t = i / (p.heads * half), h = (i / half) % p.heads, j = i % half;
+  const float angle = static_cast<float>(p.positions[t]) * p.inv_freq[j];
+  float sn, cs;
+  sincosf(angle, &sn, &cs);
+  cs *= p.attention_scale;
+  sn *= p.attention_scale;
+  float* head = p.x + (t * p.heads + h) * p.head_dim;
+  const int64_t ia = p.interleaved ? 2 * j : j, ib = p.interleaved ? 2 * j + 1 : j + half;
+  const float a = head[ia], b = head[ib];
+  head[ia] = a * cs - b * sn;
+  head[ib] = b * cs + a * sn;
+}
+
+__global__ void gather_rows_kernel(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n * dim) return;
+  dst[i] = src[static_cast<int64_t>(rows[i / dim]) * dim + i % dim];
+}
+
+// One thread per column, rows in order: deterministic, and correct when a destination row repeats.
+__global__ void scatter_add_rows_kernel(float* dst, const int32_t* rows, const float* weights, const float* src,
+                                        int64_t n, int64_t dim) {
+  const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (j >= dim) return;
+  for (int64_t i = 0; i < n; ++i) {
+    const float w = weights ? weights[i] : 1.0f;
+    dst[static_cast<int64_t>(rows[i]) * dim + j] += w * src[i * dim + j];
+  }
+}
+
+}  // namespace
+
+void fill_random_normal_bf16(bf16_bits* dst, int64_t n, uint64_t seed, float mean, float stddev, cudaStream_t s) {
+  if (n == 0) return;
+  fill_random_kernel<<<std::min<unsigned>(blocks_for(n), 132 * 16), kThreads, 0, s>>>(dst, n, seed, mean, stddev);
+  check_launch("fill_random_normal_bf16");
+}
+
+void f32_to_bf16(const float* x, bf16_bits* y, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  f32_to_bf16_kernel<<<std::min<unsigned>(blocks_for(n), 132 * 16), kThreads, 0, s>>>(x, y, n);
+  check_launch("f32_to_bf16");
+}
+
+void add_bias(float* y, const bf16_bits* bias, int64_t m, int64_t n, cudaStream_t s) {
+  if (m * n == 0) return;
+  add_bias_kernel<<<blocks_for(m * n), kThreads, 0, s>>>(y, bias, m, n);
+  check_launch("add_bias");
+}
+
+void rms_norm(const float* x, const bf16_bits* weight, float* y, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
+  if (rows == 0) return;
+  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(nullptr, x, weight, y, dim, eps);
+  check_launch("rms_norm");
+}
+
+void add_rms_norm(float* residual, const float* x, const bf16_bits* weight, float* y, int64_t rows, int64_t dim,
+                  float eps, cudaStream_t s) {
+  if (rows == 0) return;
+  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(residual, x, weight, y, dim, eps);
+  check_launch("add_rms_norm");
+}
+
+void embedding(const bf16_bits* table, const int32_t* ids, float* out, int64_t tokens, int64_t dim, cudaStream_t s) {
+  if (tokens * dim == 0) return;
+  embedding_kernel<<<blocks_for(tokens * dim), kThreads, 0, s>>>(table, ids, out, tokens, dim);
+  check_launch("embedding");
+}
+
+void silu_mul(const float* gate_up, float* out, int64_t rows, int64_t inter, cudaStream_t s) {
+  if (rows * inter == 0) return;
+  silu_mul_kernel<<<blocks_for(rows * inter), kThreads, 0, s>>>(gate_up, out, rows, inter);
+  check_launch("silu_mul");
+}
+
+void rope(const RopeParams& p, cudaStream_t s) {
+  const int64_t n = p.tokens * p.heads * (p.rotary_dim / 2);
+  if (n == 0) return;
+  rope_kernel<<<blocks_for(n), kThreads, 0, s>>>(p);
+  check_launch("rope");
+}
+
+void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim, cudaStream_t s) {
+  if (n * dim == 0) return;
+  gather_rows_kernel<<<blocks_for(n * dim), kThreads, 0, s>>>(src, rows, dst, n, dim);
+  check_launch("gather_rows");
+}
+
+void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n, int64_t dim,
+                      cudaStream_t s) {
+  if (n * dim == 0) return;
+  scatter_add_rows_kernel<<<blocks_for(dim), kThreads, 0, s>>>(dst, rows, weights, src, n, dim);
+  check_launch("scatter_add_rows");
+}
+
+}  // namespace sy::cuda

@@ -1,0 +1,73 @@
+// CUDA kernels: plain functions over raw device pointers, sizes and a stream. Weights and the KV
+// cache are bf16 (uint16_t bit patterns here so that host code needs no CUDA headers), activations
+// fp32, accumulation fp32. Each op mirrors the CPU op of the same name in kernels/ops.h; tests compare
+// them through the backend interface.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sy::cuda {
+
+using bf16_bits = uint16_t;
+
+// Throws sy::Error naming the call and the CUDA error when `status` is not cudaSuccess.
+void check_cuda(cudaError_t status, const char* what);
+// Checks the last kernel launch.
+void check_launch(const char* kernel);
+// Throws when a kernel would need more dynamic shared memory than the device allows.
+void check_shared_memory(const char* kernel, size_t bytes, size_t limit);
+
+void fill_random_normal_bf16(bf16_bits* dst, int64_t n, uint64_t seed, float mean, float stddev, cudaStream_t s);
+void f32_to_bf16(const float* x, bf16_bits* y, int64_t n, cudaStream_t s);
+// y[m, n] += bias[n]
+void add_bias(float* y, const bf16_bits* bias, int64_t m, int64_t n, cudaStream_t s);
+void rms_norm(const float* x, const bf16_bits* weight, float* y, int64_t rows, int64_t dim, float eps, cudaStream_t s);
+void add_rms_norm(float* residual, const float* x, const bf16_bits* weight, float* y, int64_t rows, int64_t dim,
+                  float eps, cudaStream_t s);
+void embedding(const bf16_bits* table, const int32_t* ids, float* out, int64_t tokens, int64_t dim, cudaStream_t s);
+void silu_mul(const float* gate_up, float* out, int64_t rows, int64_t inter, cudaStream_t s);
+
+struct RopeParams {
+  float* x;
+  const int32_t* positions;
+  const float* inv_freq;
+  int64_t tokens, heads, head_dim, rotary_dim;
+  float attention_scale;
+  bool interleaved;
+};
+void rope(const RopeParams& p, cudaStream_t s);
+
+struct KvWriteParams {
+  const float* k;
+  const float* v;
+  const int32_t* slots;
+  bf16_bits* k_cache;
+  bf16_bits* v_cache;
+  int64_t tokens, kv_heads, head_dim, v_head_dim;
+};
+void kv_write(const KvWriteParams& p, cudaStream_t s);
+
+struct AttentionParams {
+  const float* q;
+  const bf16_bits* k_cache;
+  const bf16_bits* v_cache;
+  const int32_t* block_tables;
+  const int32_t* token_seq;
+  const int32_t* positions;
+  float* out;
+  int64_t tokens, n_heads, kv_heads, head_dim, v_head_dim, block_size, max_blocks;
+  float scale;
+  int64_t sliding_window;
+};
+void paged_attention(const AttentionParams& p, cudaStream_t s);
+
+void softmax_topk(const float* logits, int32_t* expert_ids, float* weights, int64_t tokens, int64_t n_experts,
+                  int64_t top_k, bool renormalize, cudaStream_t s);
+void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim, cudaStream_t s);
+void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n, int64_t dim,
+                      cudaStream_t s);
+
+}  // namespace sy::cuda

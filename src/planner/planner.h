@@ -1,0 +1,100 @@
+// The planner: every rule a layout must pass before any weight I/O, per-rank memory, the valid
+// alternatives to a refused layout, and the ranked list of every layout for a model on a machine.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "parallel/machine.h"
+#include "parallel/mapping.h"
+#include "planner/memory.h"
+#include "planner/model_shape.h"
+#include "planner/perf.h"
+#include "planner/weights.h"
+
+namespace sy {
+
+// What a layout is checked against: the model, its weights, the GPUs at hand, the step to fit.
+struct PlanTarget {
+  ModelShape shape;
+  WeightTable weights;
+  std::string weights_source;  // "safetensors headers of 3 files" or "config.json (no safetensors)"
+  Cluster cluster;
+  MemoryOptions memory;
+  bool check_memory = true;    // false where device memory is unknown (a CPU run without --machine)
+  int64_t decode_batch = 256;  // the second decode estimate column
+  int64_t decode_context = 1024;
+};
+
+// The weight table from DIR's safetensors headers (never tensor data), or from the config when
+// config_only or when the folder holds no .safetensors file; `source` says which.
+struct LoadedWeights {
+  WeightTable table;
+  std::string source;
+};
+LoadedWeights load_weights(const std::filesystem::path& dir, const ModelShape& shape, bool config_only);
+
+// Reads DIR/config.json and the weights as load_weights does.
+// max_layers > 0 keeps the first layers only (generate --layers).
+PlanTarget load_plan_target(const std::filesystem::path& dir, const Cluster& cluster, const MemoryOptions& memory,
+                            bool config_only, int64_t max_layers = 0);
+
+struct LayoutCheck {
+  LayoutRequest request;
+  ParallelSizes sizes;                 // resolved; a size that could not be completed is 0
+  std::vector<int64_t> stage_layers;   // decoder layers per stage, when pp is usable
+  std::vector<LayoutIssue> issues;     // every broken rule
+  std::vector<std::string> completions;
+  bool uses_fewer_gpus = false;
+  std::vector<std::string> use_all_gpus;  // with uses_fewer_gpus: valid layouts that use every GPU
+  std::optional<LayoutMemory> memory;     // once every rule but memory_fit passes
+
+  bool valid() const { return issues.empty(); }
+  bool rules_pass() const;  // every rule except memory_fit
+};
+
+// Every rule: the structural ones of resolve_layout_sizes, group_spans_nodes, experts_divisible,
+// heads_divisible, kv_heads_divisible, expert_inter_divisible, dense_inter_divisible,
+// shared_inter_divisible, quant_block, vocab_divisible, pp_range, pp_layers and memory_fit. No alternatives.
+LayoutCheck check_layout(const PlanTarget& target, const LayoutRequest& request);
+// check_layout plus the valid alternatives for each issue and, when fewer GPUs are used, the ways to
+// use them all.
+LayoutCheck check_layout_with_alternatives(const PlanTarget& target, const LayoutRequest& request);
+
+struct PlanEntry {
+  LayoutCheck check;
+  DecodeEstimate decode_one;    // batch 1
+  DecodeEstimate decode_batch;  // target.decode_batch
+};
+
+struct RuleSummary {
+  std::string rule;
+  int layouts = 0;
+  std::string example_flags;
+  std::string example_message;
+};
+
+struct Plan {
+  std::vector<PlanEntry> layouts;    // every layout that passes the rules: fitting first, then fastest
+  std::vector<RuleSummary> invalid;  // layouts broken by each rule (a layout counts under each rule it breaks)
+  int considered = 0;
+  int invalid_layouts = 0;
+};
+
+// Every factorisation of the cluster's GPUs into pp · dp · tp = pp · edp · ep · etp, with dense_tp = tp
+// (or every divisor of the stage with all_dense_tp).
+std::vector<ParallelSizes> enumerate_layouts(int world, bool all_dense_tp);
+Plan make_plan(const PlanTarget& target, bool all_dense_tp = false);
+
+// When nothing fits on the cluster: the smallest power-of-two GPU count (up to 512) of the same machine
+// with a fitting layout, and its best layout.
+struct FittingCluster {
+  Cluster cluster;
+  PlanEntry best;
+};
+std::optional<FittingCluster> smallest_fitting_cluster(const PlanTarget& target);
+
+}  // namespace sy

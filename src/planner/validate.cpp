@@ -1,0 +1,132 @@
+// check_layout: every rule of design.md "Parallel layout" against one model and cluster, all reported at once.
+#include <fmt/format.h>
+
+#include <numeric>
+
+#include "base/check.h"
+#include "planner/planner.h"
+
+namespace sy {
+
+namespace {
+
+void add(std::vector<LayoutIssue>& issues, const char* rule, std::vector<Axis> axes, std::string message) {
+  issues.push_back({.rule = rule, .message = std::move(message), .axes = std::move(axes)});
+}
+
+// Rules that need the model. Sizes that could not be resolved (0) skip the rules that use them.
+void check_model_rules(const PlanTarget& t, const LayoutRequest& req, LayoutCheck& c) {
+  const ModelShape& s = t.shape;
+  const ParallelSizes& z = c.sizes;
+  const AttentionShape& a = s.attn;
+  const MoeShape& m = s.moe;
+  const int64_t slots = m.n_experts + t.memory.shard.redundant_experts;
+  if (m.n_experts > 0 && z.ep > 0 && slots % z.ep != 0) {
+    add(c.issues, "experts_divisible", {Axis::ep},
+        fmt::format("ep {} must divide the {} expert slots ({} routed + {} redundant): each ep rank holds the same "
+                    "number of whole experts",
+                    z.ep, slots, m.n_experts, t.memory.shard.redundant_experts));
+  }
+  if (z.tp > 0 && a.n_heads % z.tp != 0) {
+    add(c.issues, "heads_divisible", {Axis::tp},
+        fmt::format("tp {} must divide the {} attention heads: attention TP gives each rank whole query heads", z.tp,
+                    a.n_heads));
+  }
+  if (z.tp > 0 && a.kind == AttentionKind::gqa && a.kv_heads % z.tp != 0 && z.tp % a.kv_heads != 0) {
+    add(c.issues, "kv_heads_divisible", {Axis::tp},
+        fmt::format("tp {} and the {} KV heads must divide one another: each rank holds kv_heads/tp heads, or "
+                    "tp/kv_heads ranks share one replicated head",
+                    z.tp, a.kv_heads));
+  }
+  const auto check_inter = [&](const char* rule, Axis axis, int size, int64_t inter, const char* what) {
+    if (size <= 0 || inter <= 0) return;
+    if (inter % size != 0) {
+      add(c.issues, rule, {axis},
+          fmt::format("{} {} must divide the {} intermediate size {}: each rank holds an equal slice of every {} "
+                      "matrix",
+                      axis_name(axis), size, what, inter, what));
+    } else if (s.quant.block_fp8 && (inter / size) % s.quant.block_rows != 0) {
+      add(c.issues, "quant_block", {axis},
+          fmt::format("{} {} leaves {} / {} = {} {} rows per rank, not a multiple of the fp8 scale block {}: each "
+                      "shard must hold whole quantisation blocks",
+                      axis_name(axis), size, inter, size, inter / size, what, s.quant.block_rows));
+    }
+  };
+  if (s.moe_layer_count() > 0) check_inter("expert_inter_divisible", Axis::etp, z.etp, m.inter, "expert");
+  if (s.dense_layer_count() > 0) check_inter("dense_inter_divisible", Axis::dense_tp, z.dense_tp, s.dense_inter, "dense MLP");
+  if (s.moe_layer_count() > 0 && m.shared_inter > 0) {
+    check_inter("shared_inter_divisible", Axis::dense_tp, z.dense_tp, m.shared_inter, "shared-expert");
+  }
+  if (t.memory.shard.vocab_parallel && z.dense_tp > 0 && s.vocab % z.dense_tp != 0) {
+    add(c.issues, "vocab_divisible", {Axis::dense_tp},
+        fmt::format("dense_tp {} must divide the vocabulary of {}: the embedding and LM head are split by rows over "
+                    "dense_tp ranks",
+                    z.dense_tp, s.vocab));
+  }
+  if (z.pp > s.n_layers) {
+    add(c.issues, "pp_range", {Axis::pp},
+        fmt::format("pp {} exceeds the {} decoder layers: every pipeline stage needs at least one layer", z.pp,
+                    s.n_layers));
+  }
+  if (!req.pp_layers.empty()) {
+    const int64_t sum = std::accumulate(req.pp_layers.begin(), req.pp_layers.end(), int64_t{0});
+    if (sum != s.n_layers) {
+      add(c.issues, "pp_layers", {Axis::pp},
+          fmt::format("--pp-layers sums to {} layers but the model has {}: the stages together hold every decoder "
+                      "layer exactly once",
+                      sum, s.n_layers));
+    }
+  }
+}
+
+}  // namespace
+
+bool LayoutCheck::rules_pass() const {
+  for (const auto& i : issues) {
+    if (i.rule != "memory_fit") return false;
+  }
+  return true;
+}
+
+LayoutCheck check_layout(const PlanTarget& t, const LayoutRequest& req) {
+  LayoutCheck c;
+  c.request = req;
+  ResolvedSizes r = resolve_layout_sizes(req, t.cluster.gpus);
+  c.sizes = r.sizes;
+  c.issues = std::move(r.issues);
+  c.completions = std::move(r.completions);
+  c.uses_fewer_gpus = r.uses_fewer_ranks;
+  bool sizes_ok = true;
+  for (Axis a : kAxes) sizes_ok = sizes_ok && c.sizes.get(a) >= 1;
+  if (sizes_ok) check_model_rules(t, req, c);
+  const ParallelSizes& z = c.sizes;
+  const bool mappable = sizes_ok && z.dp * z.tp == z.edp * z.ep * z.etp && z.stage_size() % z.dense_tp == 0;
+  if (mappable) {
+    for (auto& issue : check_node_spans(Mapping(z), t.cluster)) c.issues.push_back(std::move(issue));
+  }
+  if (!c.issues.empty()) return c;
+
+  c.stage_layers = stage_layer_counts(t.shape.n_layers, c.sizes.pp, req.pp_layers);
+  if (!t.check_memory) return c;
+  c.memory = estimate_memory(t.shape, t.weights, c.sizes, c.stage_layers, t.cluster.machine.memory_bytes(), t.memory);
+  if (!c.memory->fits) {
+    const StageMemory& worst = c.memory->stages[static_cast<size_t>(c.memory->worst_stage)];
+    std::vector<int> worst_ranks(static_cast<size_t>(z.stage_size()));
+    std::iota(worst_ranks.begin(), worst_ranks.end(), worst.stage * z.stage_size());
+    std::string others;
+    if (c.memory->stages.size() > 1) {
+      for (const auto& st : c.memory->stages) {
+        others += fmt::format("{}stage {} {}", others.empty() ? "; per stage: " : ", ", st.stage,
+                              format_bytes(st.weight_bytes + st.activation_bytes + st.fixed_bytes));
+      }
+    }
+    add(c.issues, "memory_fit", {Axis::tp, Axis::dp, Axis::pp, Axis::ep, Axis::etp, Axis::edp, Axis::dense_tp},
+        fmt::format("does not fit in {} per {}: the fullest rank{} {} {} {}{}", format_bytes(worst.capacity_bytes),
+                    t.cluster.machine.gpu, z.stage_size() > 1 ? "s" : "",
+                    format_ranks(worst_ranks),
+                    z.stage_size() > 1 ? "hold" : "holds", describe_stage_memory(worst), others));
+  }
+  return c;
+}
+
+}  // namespace sy

@@ -1,0 +1,220 @@
+// The CUDA backend against the CPU backend, op by op, on fresh random inputs of awkward shapes.
+// Weights are drawn as bf16-representable values so both backends hold identical weights; the
+// tolerance covers the CUDA backend rounding activations to bf16 at matrix-product inputs and
+// keeping the KV cache in bf16 (relative rounding 2^-9 per element).
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "base/dtype.h"
+
+namespace sy {
+namespace {
+
+constexpr double kTol = 2e-2;
+
+std::vector<float> randn(size_t n, std::mt19937& rng, bool bf16_exact = false) {
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = bf16_exact ? bf16_to_f32(f32_to_bf16(d(rng))) : d(rng);
+  return v;
+}
+
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double e = 0, m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    e = std::max(e, std::abs(double(a[i]) - b[i]));
+    m = std::max(m, std::abs(double(b[i])));
+  }
+  return e / std::max(m, 1e-30);
+}
+
+// Device copies of host data on one backend, in fp32 or the backend's weight dtype.
+class Dev {
+ public:
+  explicit Dev(Backend& b) : b_(b) {}
+  float* f32(const std::vector<float>& h) {
+    bufs_.push_back(b_.alloc(h.size() * 4 + 4));
+    b_.copy_to_device(bufs_.back()->data(), h.data(), h.size() * 4);
+    return bufs_.back()->as<float>();
+  }
+  int32_t* i32(const std::vector<int32_t>& h) {
+    bufs_.push_back(b_.alloc(h.size() * 4 + 4));
+    b_.copy_to_device(bufs_.back()->data(), h.data(), h.size() * 4);
+    return bufs_.back()->as<int32_t>();
+  }
+  void* weight(const std::vector<float>& h) {
+    if (b_.weight_dtype() == DType::f32) return f32(h);
+    std::vector<uint16_t> b(h.size());
+    for (size_t i = 0; i < h.size(); ++i) b[i] = f32_to_bf16(h[i]);
+    bufs_.push_back(b_.alloc(b.size() * 2 + 2));
+    b_.copy_to_device(bufs_.back()->data(), b.data(), b.size() * 2);
+    return bufs_.back()->data();
+  }
+  void* kv(size_t n) {
+    bufs_.push_back(b_.alloc(n * dtype_size(b_.kv_dtype())));
+    b_.zero(bufs_.back()->data(), n * dtype_size(b_.kv_dtype()));
+    return bufs_.back()->data();
+  }
+  std::vector<float> host(const float* d, size_t n) {
+    std::vector<float> h(n);
+    b_.copy_to_host(h.data(), d, n * 4);
+    return h;
+  }
+  float* out(size_t n) { return f32(std::vector<float>(n, 0.0f)); }
+
+ private:
+  Backend& b_;
+  std::vector<std::unique_ptr<DeviceBuffer>> bufs_;
+};
+
+class CudaVsCpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cpu_ = make_cpu_backend();
+    gpu_ = make_cuda_backend(0);
+  }
+  std::unique_ptr<Backend> cpu_, gpu_;
+  std::mt19937 rng_{123};
+};
+
+TEST_F(CudaVsCpu, LinearWithAndWithoutBias) {
+  for (auto [m, n, k] : {std::tuple{1, 7, 13}, {5, 129, 64}, {37, 300, 257}, {128, 64, 2048}}) {
+    const auto x = randn(size_t(m * k), rng_), w = randn(size_t(n * k), rng_, true), b = randn(size_t(n), rng_, true);
+    for (bool bias : {false, true}) {
+      std::vector<float> r[2];
+      int i = 0;
+      for (Backend* be : {cpu_.get(), gpu_.get()}) {
+        Dev d(*be);
+        float* y = d.out(size_t(m * n));
+        be->linear(d.f32(x), d.weight(w), bias ? d.weight(b) : nullptr, y, m, n, k);
+        r[i++] = d.host(y, size_t(m * n));
+      }
+      EXPECT_LE(rel_err(r[1], r[0]), kTol) << m << "x" << n << "x" << k << " bias " << bias;
+    }
+  }
+}
+
+TEST_F(CudaVsCpu, NormsEmbeddingSiluRope) {
+  const int64_t rows = 13, dim = 200, vocab = 50, heads = 3, hd = 20;
+  const auto x = randn(size_t(rows * dim), rng_), res = randn(size_t(rows * dim), rng_);
+  const auto w = randn(size_t(dim), rng_, true), table = randn(size_t(vocab * dim), rng_, true);
+  std::vector<int32_t> ids(rows), pos(rows);
+  for (int64_t i = 0; i < rows; ++i) ids[size_t(i)] = int32_t((i * 7) % vocab), pos[size_t(i)] = int32_t(i * 3 + 1);
+  std::vector<float> inv(hd / 2);
+  for (int64_t i = 0; i < hd / 2; ++i) inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / hd));
+  std::vector<std::vector<float>> r[2];
+  int i = 0;
+  for (Backend* be : {cpu_.get(), gpu_.get()}) {
+    Dev d(*be);
+    float* y = d.out(size_t(rows * dim));
+    be->rms_norm(d.f32(x), d.weight(w), y, rows, dim, 1e-5f);
+    r[i].push_back(d.host(y, size_t(rows * dim)));
+    float* rd = d.f32(res);
+    be->add_rms_norm(rd, d.f32(x), d.weight(w), y, rows, dim, 1e-6f);
+    r[i].push_back(d.host(y, size_t(rows * dim)));
+    r[i].push_back(d.host(rd, size_t(rows * dim)));
+    be->embedding(d.weight(table), d.i32(ids), y, rows, dim);
+    r[i].push_back(d.host(y, size_t(rows * dim)));
+    float* a = d.out(size_t(rows * dim / 2));
+    be->silu_mul(d.f32(x), a, rows, dim / 2);
+    r[i].push_back(d.host(a, size_t(rows * dim / 2)));
+    for (bool interleaved : {false, true}) {
+      float* q = d.f32(std::vector<float>(x.begin(), x.begin() + rows * heads * hd));
+      be->rope({.x = q, .positions = d.i32(pos), .inv_freq = d.f32(inv), .tokens = rows, .heads = heads,
+                .head_dim = hd, .rotary_dim = hd - 4, .attention_scale = 1.3f, .interleaved = interleaved});
+      r[i].push_back(d.host(q, size_t(rows * heads * hd)));
+    }
+    ++i;
+  }
+  for (size_t k = 0; k < r[0].size(); ++k) EXPECT_LE(rel_err(r[1][k], r[0][k]), kTol) << "output " << k;
+}
+
+TEST_F(CudaVsCpu, PagedAttentionMixedPrefillAndDecodeWithShuffledBlocks) {
+  const int64_t n_heads = 6, kv_heads = 2, hd = 24, bs = 4, max_blocks = 6, n_blocks = 16;
+  // Sequence 0 prefills 9 tokens (positions 0..8); sequence 1 decodes one token at position 17.
+  std::vector<int32_t> tables = {3, 7, 1, 0, 0, 0, 9, 2, 14, 5, 11, 0};
+  std::vector<int32_t> token_seq, positions, slots;
+  for (int p = 0; p < 9; ++p) token_seq.push_back(0), positions.push_back(p);
+  for (int p = 0; p < 18; ++p) token_seq.push_back(1), positions.push_back(p);
+  for (size_t t = 0; t < token_seq.size(); ++t) {
+    slots.push_back(tables[size_t(token_seq[t] * max_blocks + positions[t] / bs)] * int32_t(bs) + positions[t] % int32_t(bs));
+  }
+  const auto T = int64_t(token_seq.size());
+  const auto q = randn(size_t(T * n_heads * hd), rng_), k = randn(size_t(T * kv_heads * hd), rng_),
+             v = randn(size_t(T * kv_heads * hd), rng_);
+  for (int64_t window : {0, 5}) {
+    std::vector<float> r[2];
+    int i = 0;
+    for (Backend* be : {cpu_.get(), gpu_.get()}) {
+      Dev d(*be);
+      void* kc = d.kv(size_t(n_blocks * bs * kv_heads * hd));
+      void* vc = d.kv(size_t(n_blocks * bs * kv_heads * hd));
+      const int32_t* dslots = d.i32(slots);
+      be->kv_write({.k = d.f32(k), .v = d.f32(v), .slots = dslots, .k_cache = kc, .v_cache = vc, .tokens = T,
+                    .kv_heads = kv_heads, .head_dim = hd, .v_head_dim = hd});
+      float* out = d.out(size_t(T * n_heads * hd));
+      be->paged_attention({.q = d.f32(q), .k_cache = kc, .v_cache = vc, .block_tables = d.i32(tables),
+                           .token_seq = d.i32(token_seq), .positions = d.i32(positions), .out = out, .tokens = T,
+                           .n_seqs = 2, .n_heads = n_heads, .kv_heads = kv_heads, .head_dim = hd, .v_head_dim = hd,
+                           .block_size = bs, .max_blocks = max_blocks, .scale = 0.2f, .sliding_window = window});
+      r[i++] = d.host(out, size_t(T * n_heads * hd));
+    }
+    EXPECT_LE(rel_err(r[1], r[0]), kTol) << "window " << window;
+  }
+}
+
+TEST_F(CudaVsCpu, RoutingGatherScatter) {
+  const int64_t T = 37, E = 128, K = 8, dim = 33;
+  const auto logits = randn(size_t(T * E), rng_), src = randn(size_t(T * dim), rng_), w = randn(size_t(T), rng_);
+  std::vector<int32_t> rows(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) rows[size_t(t)] = int32_t((t * 5) % 11);
+  for (bool renorm : {false, true}) {
+    std::vector<int32_t> ids[2];
+    std::vector<float> wts[2], gathered[2], scattered[2];
+    int i = 0;
+    for (Backend* be : {cpu_.get(), gpu_.get()}) {
+      Dev d(*be);
+      int32_t* di = d.i32(std::vector<int32_t>(size_t(T * K)));
+      float* dw = d.out(size_t(T * K));
+      be->softmax_topk({.logits = d.f32(logits), .expert_ids = di, .weights = dw, .tokens = T, .n_experts = E,
+                        .top_k = K, .renormalize = renorm});
+      ids[i].resize(size_t(T * K));
+      be->copy_to_host(ids[i].data(), di, ids[i].size() * 4);
+      wts[i] = d.host(dw, size_t(T * K));
+      float* g = d.out(size_t(T * dim));
+      be->gather_rows(d.f32(src), d.i32(rows), g, T, dim);
+      gathered[i] = d.host(g, size_t(T * dim));
+      float* s = d.out(size_t(11 * dim));
+      be->scatter_add_rows(s, d.i32(rows), d.f32(w), d.f32(src), T, dim);
+      scattered[i] = d.host(s, size_t(11 * dim));
+      ++i;
+    }
+    EXPECT_EQ(ids[1], ids[0]);
+    EXPECT_LE(rel_err(wts[1], wts[0]), 1e-5);
+    EXPECT_EQ(gathered[1], gathered[0]);
+    EXPECT_LE(rel_err(scattered[1], scattered[0]), 1e-5);
+  }
+}
+
+TEST_F(CudaVsCpu, RandomFillIsTheSameGeneratorRoundedToBf16) {
+  const int64_t n = 4099;
+  auto c = cpu_->alloc(size_t(n) * 4);
+  auto g = gpu_->alloc(size_t(n) * 2);
+  cpu_->fill_random_normal({.dst = c->data(), .n = n, .seed = 77, .stddev = 0.5f});
+  gpu_->fill_random_normal({.dst = g->data(), .n = n, .seed = 77, .stddev = 0.5f});
+  std::vector<uint16_t> gb(static_cast<size_t>(n));
+  gpu_->copy_to_host(gb.data(), g->data(), gb.size() * 2);
+  const float* cf = c->as<float>();
+  double mean = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(bf16_to_f32(gb[size_t(i)]), cf[i], 0.01 * std::abs(cf[i]) + 1e-6) << i;
+    mean += cf[i];
+  }
+  EXPECT_NEAR(mean / n, 0.0, 0.05);
+}
+
+}  // namespace
+}  // namespace sy
