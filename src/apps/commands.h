@@ -15,13 +15,14 @@ using CommandMain = std::function<int()>;
 CommandMain add_generate_command(CLI::App& app);
 CommandMain add_plan_command(CLI::App& app);
 CommandMain add_inspect_command(CLI::App& app);
+CommandMain add_bench_command(CLI::App& app);
 
 // The layout flags (--tp --dp --pp --ep --etp --edp --dense-tp --pp-layers) and the GPUs at hand
 // (--gpus --nodes --machine), shared by plan and generate; defined in plan.cpp.
 struct LayoutFlags {
-  std::array<int, kAxes.size()> sizes{};        // by Axis, read only where given
+  std::array<int, kAxes.size()> sizes{};  // by Axis, read only where given
   std::array<CLI::Option*, kAxes.size()> given{};
-  std::string pp_layers;                         // "30,31"
+  std::string pp_layers;  // "30,31"
   int gpus = 0;
   int nodes = 0;
   CLI::Option* gpus_given = nullptr;

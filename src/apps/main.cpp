@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   const sy::CommandMain generate = sy::add_generate_command(app);
   const sy::CommandMain plan = sy::add_plan_command(app);
   const sy::CommandMain inspect = sy::add_inspect_command(app);
+  const sy::CommandMain bench = sy::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("generate")) return generate();
     if (app.got_subcommand("plan")) return plan();
     if (app.got_subcommand("inspect")) return inspect();
+    if (app.got_subcommand("bench")) return bench();
   } catch (const sy::Error& e) {
     std::fprintf(stderr, "switchyard: error: %s\n", e.what());
     return 2;

@@ -37,14 +37,17 @@ int64_t kv_dtype_bytes(const std::string& name) {
 }
 
 int run_plan(const PlanOptions& o) {
-  SY_CHECK(!o.layout.machine.empty(), "--machine is required: a preset (h100, h200, b200, rtx-pro-6000, a100) or a "
+  SY_CHECK(!o.layout.machine.empty(),
+           "--machine is required: a preset (h100, h200, b200, rtx-pro-6000, a100) or a "
            "JSON machine file");
   const Machine machine = find_machine(o.layout.machine);
   const Cluster cluster =
       make_cluster(machine, o.layout.gpus_given->count() ? std::optional<int>(o.layout.gpus) : std::nullopt,
                    o.layout.nodes_given->count() ? std::optional<int>(o.layout.nodes) : std::nullopt);
-  MemoryOptions memory{.max_batch_tokens = o.max_batch_tokens, .max_seqs = o.max_seqs,
-                       .min_kv_tokens = o.min_kv_tokens, .kv_dtype_bytes = kv_dtype_bytes(o.kv_dtype),
+  MemoryOptions memory{.max_batch_tokens = o.max_batch_tokens,
+                       .max_seqs = o.max_seqs,
+                       .min_kv_tokens = o.min_kv_tokens,
+                       .kv_dtype_bytes = kv_dtype_bytes(o.kv_dtype),
                        .fixed_bytes = static_cast<int64_t>(o.fixed_gb * 1e9),
                        .shard = {.vocab_parallel = !o.no_vocab_parallel, .redundant_experts = o.redundant_experts}};
   PlanTarget target = load_plan_target(o.model, cluster, memory, o.config_only);
@@ -145,7 +148,11 @@ void check_single_rank_layout(const LayoutFlags& f, const std::string& model_dir
     int launched = 1;
     for (Axis a : {Axis::pp, Axis::dp, Axis::tp}) launched *= std::max(1, request.get(a).value_or(1));
     const int ranks = gpus.value_or(launched);
-    machine = {.name = "host", .gpu = "CPU rank", .memory_gb = 0, .link = "local", .gpus_per_node = std::max(1, ranks),
+    machine = {.name = "host",
+               .gpu = "CPU rank",
+               .memory_gb = 0,
+               .link = "local",
+               .gpus_per_node = std::max(1, ranks),
                .gpu_socket = std::vector<int>(static_cast<size_t>(std::max(1, ranks)), 0)};
     gpus = ranks;
   }

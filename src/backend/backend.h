@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -70,6 +71,13 @@ struct AttentionCall {
   int64_t sliding_window = 0;
 };
 
+// Where a step's device time goes. The model marks the start of each phase; a phase lasts until the
+// next mark. Sampling is host time and is measured by the caller.
+enum class Phase : uint8_t { attention, router, experts, combine, dense, norms, other };
+inline constexpr int kPhaseCount = 7;
+const char* phase_name(Phase p);
+using PhaseTimes = std::array<double, kPhaseCount>;  // milliseconds per phase
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -79,8 +87,16 @@ class Backend {
   virtual std::unique_ptr<DeviceBuffer> alloc(size_t bytes) = 0;
   virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  // Device-to-device copy, asynchronous on the backend's stream (bandwidth measurement, reshuffles).
+  virtual void copy_on_device(void* dst, const void* src, size_t bytes) = 0;
   // Waits until every op issued so far has finished.
   virtual void synchronize() = 0;
+
+  // Phase timing (off by default; marks cost nothing then). take_phase_times() waits for the device,
+  // returns the time per phase since the last take, and starts over.
+  virtual void set_profiling(bool on) = 0;
+  virtual void mark(Phase phase) = 0;
+  virtual PhaseTimes take_phase_times() = 0;
 
   virtual void fill_random_normal(const RandomFillArgs& a) = 0;
   virtual void zero(void* dst, size_t bytes) = 0;
@@ -108,8 +124,9 @@ inline WeightPtr weight_at(const Backend& b, WeightPtr base, int64_t i) {
   return static_cast<const char*>(base) + static_cast<size_t>(i) * dtype_size(b.weight_dtype());
 }
 
-std::unique_ptr<Backend> make_cpu_backend();
-// "cpu", "cuda" or "cuda:N"; an unknown name, or cuda in a build without it, is an error saying what to do.
+// emulate_bf16: round as the CUDA backend does (see cpu_backend.cpp); the GPU conformance oracle.
+std::unique_ptr<Backend> make_cpu_backend(bool emulate_bf16 = false);
+// "cpu", "cpu-bf16", "cuda" or "cuda:N"; an unknown name, or cuda in a build without it, is an error saying what to do.
 std::unique_ptr<Backend> make_backend(const std::string& name);
 
 }  // namespace sy

@@ -8,8 +8,29 @@
 
 namespace sy {
 
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::attention:
+      return "attention";
+    case Phase::router:
+      return "router";
+    case Phase::experts:
+      return "expert GEMMs";
+    case Phase::combine:
+      return "combine";
+    case Phase::dense:
+      return "dense GEMMs";
+    case Phase::norms:
+      return "norms";
+    case Phase::other:
+      return "other";
+  }
+  return "?";
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "cpu") return make_cpu_backend();
+  if (name == "cpu-bf16") return make_cpu_backend(true);
   if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
 #ifdef SY_WITH_CUDA
     int device = 0;
@@ -27,7 +48,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
     SY_FAIL("device '{}': this build has no CUDA backend; rebuild with -DSY_WITH_CUDA=ON or use --device cpu", name);
 #endif
   }
-  SY_FAIL("unknown device '{}'; use cpu, cuda or cuda:N", name);
+  SY_FAIL("unknown device '{}'; use cpu, cpu-bf16, cuda or cuda:N", name);
 }
 
 }  // namespace sy

@@ -20,6 +20,22 @@ struct KvGeometry {
   int64_t v_head_dim = 0;  // V row per head
 };
 
+// Bytes a forward pass must read, by part, in the backend's storage types: the basis of the memory
+// floor that `switchyard bench latency` reports.
+struct ReadCost {
+  double always_bytes = 0;      // every step: attention, dense MLPs, shared experts, routers, norms, LM head
+  double embedding_row_bytes = 0;  // per token: its embedding row
+  struct MoeLayer {
+    int64_t n_experts = 0;
+    int64_t top_k = 0;
+    double expert_bytes = 0;    // one expert's gate, up and down
+  };
+  std::vector<MoeLayer> moe_layers;
+  double kv_bytes_per_token = 0;   // all layers, K and V
+  double active_params_per_token = 0;  // multiply-adds per token outside attention scores
+  int64_t attn_heads_x_dims = 0;   // Σ over layers of n_heads · (head_dim + v_head_dim): attention-score FLOPs/2
+};
+
 struct ModelInfo {
   std::string architecture;  // HF class, e.g. "Qwen3MoeForCausalLM"
   int64_t vocab_size = 0;
@@ -28,6 +44,7 @@ struct ModelInfo {
   int64_t max_position_embeddings = 0;
   KvGeometry kv;
   size_t weight_bytes = 0;   // device bytes held by weights
+  ReadCost cost;
 };
 
 // Device memory of the paged KV cache for every layer (backend kv_dtype()): slot = block * block_size + offset.

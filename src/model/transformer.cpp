@@ -16,6 +16,7 @@ class Transformer final : public Model {
   Transformer(TransformerSpec spec, WeightStore weights, Backend& backend)
       : spec_(std::move(spec)), weights_(std::move(weights)), backend_(backend), scratch_(backend) {
     spec_.info.weight_bytes = weights_.bytes;
+    spec_.info.cost = read_cost();
     inv_freq_ = backend_.alloc(spec_.rope.inv_freq.size() * sizeof(float));
     backend_.copy_to_device(inv_freq_->data(), spec_.rope.inv_freq.data(), inv_freq_->size());
   }
@@ -51,17 +52,21 @@ class Transformer final : public Model {
     const RopeView rope{.inv_freq = inv_freq_->as<float>(), .attention_scale = spec_.rope.attention_scale};
     const float eps = spec_.norm_eps;
 
+    backend_.mark(Phase::other);
     backend_.embedding(spec_.embed, tokens, residual, T, H);
+    backend_.mark(Phase::norms);
     backend_.rms_norm(residual, spec_.layers[0].input_norm, normed, T, H, eps);
     for (size_t l = 0; l < spec_.layers.size(); ++l) {
       const DecoderLayer& layer = spec_.layers[l];
       gqa_attention_forward(step, scratch_, layer.attn_config, layer.attn, rope, normed, block_out, kv.k[l], kv.v[l]);
+      backend_.mark(Phase::norms);
       backend_.add_rms_norm(residual, block_out, layer.post_attn_norm, normed, T, H, eps);
       if (layer.moe_config) {
         moe_forward(step, scratch_, *layer.moe_config, layer.moe, normed, block_out);
       } else {
         dense_mlp_forward(step, scratch_, layer.mlp, normed, block_out);
       }
+      backend_.mark(Phase::norms);
       WeightPtr next_norm = l + 1 < spec_.layers.size() ? spec_.layers[l + 1].input_norm : spec_.final_norm;
       backend_.add_rms_norm(residual, block_out, next_norm, normed, T, H, eps);
     }
@@ -69,10 +74,12 @@ class Transformer final : public Model {
     const auto R = static_cast<int64_t>(b.logit_rows.size());
     if (R == 0) return;
     for (int32_t r : b.logit_rows) SY_CHECK(r >= 0 && r < T, "logit row {} is outside the batch's {} tokens", r, T);
+    backend_.mark(Phase::dense);
     float* last = scratch_.get<float>(kLastHidden, R * H);
     float* dev_logits = scratch_.get<float>(kLogits, R * V);
     backend_.gather_rows(normed, upload(kLogitRows, b.logit_rows), last, R, H);
     backend_.linear(last, spec_.lm_head, nullptr, dev_logits, R, V, H);
+    backend_.mark(Phase::other);
     backend_.copy_to_host(logits, dev_logits, static_cast<size_t>(R * V) * sizeof(float));
   }
 
@@ -81,6 +88,37 @@ class Transformer final : public Model {
     int32_t* d = scratch_.get<int32_t>(id, static_cast<int64_t>(v.size()) + 1);
     backend_.copy_to_device(d, v.data(), v.size() * sizeof(int32_t));
     return d;
+  }
+
+  ReadCost read_cost() const {
+    const auto w = static_cast<double>(dtype_size(backend_.weight_dtype()));
+    const auto kv = static_cast<double>(dtype_size(backend_.kv_dtype()));
+    const auto H = static_cast<double>(spec_.info.hidden_size), V = static_cast<double>(spec_.info.vocab_size);
+    ReadCost c;
+    c.embedding_row_bytes = H * w;
+    c.always_bytes = V * H * w + H * w;  // LM head, final norm
+    c.active_params_per_token = V * H;
+    for (const DecoderLayer& l : spec_.layers) {
+      const GqaAttentionConfig& a = l.attn_config;
+      const double q = static_cast<double>(a.n_heads * a.head_dim), kvd = static_cast<double>(a.kv_heads * a.head_dim);
+      const double attn_params = H * (q + 2 * kvd) + q * H;
+      c.always_bytes += attn_params * w + 2 * H * w;  // projections, two norms
+      c.active_params_per_token += attn_params;
+      c.kv_bytes_per_token += 2 * kvd * kv;
+      c.attn_heads_x_dims += a.n_heads * 2 * a.head_dim;
+      if (l.moe_config) {
+        const MoeConfig& m = *l.moe_config;
+        const double expert = 3.0 * H * static_cast<double>(m.inter);
+        c.always_bytes += static_cast<double>(m.n_experts) * H * 4;  // fp32 router
+        c.moe_layers.push_back({.n_experts = m.n_experts, .top_k = m.top_k, .expert_bytes = expert * w});
+        c.active_params_per_token += static_cast<double>(m.n_experts) * H + static_cast<double>(m.top_k) * expert;
+      } else {
+        const double mlp = 3.0 * H * static_cast<double>(l.mlp.inter);
+        c.always_bytes += mlp * w;
+        c.active_params_per_token += mlp;
+      }
+    }
+    return c;
   }
 
   TransformerSpec spec_;

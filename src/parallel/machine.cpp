@@ -18,42 +18,97 @@ std::vector<Machine> build_presets() {
   // NVIDIA H100 Tensor Core GPU datasheet (SXM5 column): 80 GB HBM3, 3.35 TB/s, BF16 1,979 and FP8 3,958
   // TFLOPS "with sparsity" (dense: half), NVLink 900 GB/s, PCIe Gen5 128 GB/s. DGX H100 user guide: 8
   // GPUs, 2 Xeon 8480C sockets, GPUs 0-3 on socket 0 and 4-7 on socket 1, one 400 Gb/s ConnectX-7 per GPU.
-  m.push_back({.name = "h100", .gpu = "NVIDIA H100 SXM5 80GB", .memory_gb = 80, .hbm_tbps = 3.35,
-               .bf16_tflops = 989.5, .fp8_tflops = 1979, .fp4_tflops = 0, .link = "NVLink 4", .link_gbps = 900,
-               .pcie = "PCIe 5.0 x16", .pcie_gbps = 128, .network_gbps = 50, .gpus_per_node = 8,
-               .numa_sockets = 2, .gpu_socket = {0, 0, 0, 0, 1, 1, 1, 1},
+  m.push_back({.name = "h100",
+               .gpu = "NVIDIA H100 SXM5 80GB",
+               .memory_gb = 80,
+               .hbm_tbps = 3.35,
+               .bf16_tflops = 989.5,
+               .fp8_tflops = 1979,
+               .fp4_tflops = 0,
+               .link = "NVLink 4",
+               .link_gbps = 900,
+               .pcie = "PCIe 5.0 x16",
+               .pcie_gbps = 128,
+               .network_gbps = 50,
+               .gpus_per_node = 8,
+               .numa_sockets = 2,
+               .gpu_socket = {0, 0, 0, 0, 1, 1, 1, 1},
                .source = "NVIDIA H100 datasheet (SXM5), DGX H100 user guide"});
   // NVIDIA H200 Tensor Core GPU datasheet (SXM column): 141 GB HBM3e, 4.8 TB/s, BF16 1,979 and FP8 3,958
   // TFLOPS with sparsity, NVLink 900 GB/s, PCIe Gen5 128 GB/s. HGX H200: 8 GPUs on two sockets as DGX H100.
-  m.push_back({.name = "h200", .gpu = "NVIDIA H200 SXM 141GB", .memory_gb = 141, .hbm_tbps = 4.8,
-               .bf16_tflops = 989.5, .fp8_tflops = 1979, .fp4_tflops = 0, .link = "NVLink 4", .link_gbps = 900,
-               .pcie = "PCIe 5.0 x16", .pcie_gbps = 128, .network_gbps = 50, .gpus_per_node = 8,
-               .numa_sockets = 2, .gpu_socket = {0, 0, 0, 0, 1, 1, 1, 1},
+  m.push_back({.name = "h200",
+               .gpu = "NVIDIA H200 SXM 141GB",
+               .memory_gb = 141,
+               .hbm_tbps = 4.8,
+               .bf16_tflops = 989.5,
+               .fp8_tflops = 1979,
+               .fp4_tflops = 0,
+               .link = "NVLink 4",
+               .link_gbps = 900,
+               .pcie = "PCIe 5.0 x16",
+               .pcie_gbps = 128,
+               .network_gbps = 50,
+               .gpus_per_node = 8,
+               .numa_sockets = 2,
+               .gpu_socket = {0, 0, 0, 0, 1, 1, 1, 1},
                .source = "NVIDIA H200 datasheet (SXM), HGX H200 platform"});
   // NVIDIA HGX B200 datasheet (per GPU of 8): 180 GB HBM3e (1,440 GB per board), 8 TB/s, dense BF16 2.25,
   // FP8 4.5, FP4 9 PFLOPS (the sheet gives sparse rates, twice these); NVLink 5 1.8 TB/s; PCIe Gen5.
   // DGX B200: 2 Xeon 8570 sockets, GPUs 0-3 on socket 0, 4-7 on socket 1, 400 Gb/s ConnectX-7 per GPU.
-  m.push_back({.name = "b200", .gpu = "NVIDIA B200 180GB (HGX)", .memory_gb = 180, .hbm_tbps = 8.0,
-               .bf16_tflops = 2250, .fp8_tflops = 4500, .fp4_tflops = 9000, .link = "NVLink 5", .link_gbps = 1800,
-               .pcie = "PCIe 5.0 x16", .pcie_gbps = 128, .network_gbps = 50, .gpus_per_node = 8,
-               .numa_sockets = 2, .gpu_socket = {0, 0, 0, 0, 1, 1, 1, 1},
+  m.push_back({.name = "b200",
+               .gpu = "NVIDIA B200 180GB (HGX)",
+               .memory_gb = 180,
+               .hbm_tbps = 8.0,
+               .bf16_tflops = 2250,
+               .fp8_tflops = 4500,
+               .fp4_tflops = 9000,
+               .link = "NVLink 5",
+               .link_gbps = 1800,
+               .pcie = "PCIe 5.0 x16",
+               .pcie_gbps = 128,
+               .network_gbps = 50,
+               .gpus_per_node = 8,
+               .numa_sockets = 2,
+               .gpu_socket = {0, 0, 0, 0, 1, 1, 1, 1},
                .source = "NVIDIA HGX B200 datasheet, DGX B200 user guide"});
   // NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet: 96 GB GDDR7 ECC, 1,597 GB/s, FP4 4 PFLOPS with
   // sparsity (dense FP4 2,015 / FP8 1,008 / BF16 504 TFLOPS per the RTX Blackwell GPU architecture
   // whitepaper's GB202 professional rates), no NVLink: GPUs talk over PCIe Gen5 x16 (128 GB/s both ways).
   // RTX PRO Server reference design: 8 GPUs on two sockets, 4 per socket.
-  m.push_back({.name = "rtx-pro-6000", .gpu = "NVIDIA RTX PRO 6000 Blackwell Server Edition 96GB",
-               .memory_gb = 96, .hbm_tbps = 1.597, .bf16_tflops = 504, .fp8_tflops = 1008, .fp4_tflops = 2015,
-               .link = "PCIe 5.0 x16", .link_gbps = 128, .pcie = "PCIe 5.0 x16", .pcie_gbps = 128,
-               .network_gbps = 50, .gpus_per_node = 8, .numa_sockets = 2, .gpu_socket = {0, 0, 0, 0, 1, 1, 1, 1},
+  m.push_back({.name = "rtx-pro-6000",
+               .gpu = "NVIDIA RTX PRO 6000 Blackwell Server Edition 96GB",
+               .memory_gb = 96,
+               .hbm_tbps = 1.597,
+               .bf16_tflops = 504,
+               .fp8_tflops = 1008,
+               .fp4_tflops = 2015,
+               .link = "PCIe 5.0 x16",
+               .link_gbps = 128,
+               .pcie = "PCIe 5.0 x16",
+               .pcie_gbps = 128,
+               .network_gbps = 50,
+               .gpus_per_node = 8,
+               .numa_sockets = 2,
+               .gpu_socket = {0, 0, 0, 0, 1, 1, 1, 1},
                .source = "NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet, RTX Blackwell whitepaper"});
   // NVIDIA A100 Tensor Core GPU datasheet (80GB SXM): 80 GB HBM2e, 2,039 GB/s, BF16 312 TFLOPS dense, no
   // FP8/FP4 tensor cores, NVLink 3 600 GB/s, PCIe Gen4 64 GB/s. DGX A100: 2 EPYC 7742 sockets, GPUs 0-3 on
   // socket 0 and 4-7 on socket 1, 200 Gb/s HDR InfiniBand per GPU.
-  m.push_back({.name = "a100", .gpu = "NVIDIA A100 SXM4 80GB", .memory_gb = 80, .hbm_tbps = 2.039,
-               .bf16_tflops = 312, .fp8_tflops = 0, .fp4_tflops = 0, .link = "NVLink 3", .link_gbps = 600,
-               .pcie = "PCIe 4.0 x16", .pcie_gbps = 64, .network_gbps = 25, .gpus_per_node = 8,
-               .numa_sockets = 2, .gpu_socket = {0, 0, 0, 0, 1, 1, 1, 1},
+  m.push_back({.name = "a100",
+               .gpu = "NVIDIA A100 SXM4 80GB",
+               .memory_gb = 80,
+               .hbm_tbps = 2.039,
+               .bf16_tflops = 312,
+               .fp8_tflops = 0,
+               .fp4_tflops = 0,
+               .link = "NVLink 3",
+               .link_gbps = 600,
+               .pcie = "PCIe 4.0 x16",
+               .pcie_gbps = 64,
+               .network_gbps = 25,
+               .gpus_per_node = 8,
+               .numa_sockets = 2,
+               .gpu_socket = {0, 0, 0, 0, 1, 1, 1, 1},
                .source = "NVIDIA A100 datasheet (80GB SXM), DGX A100 user guide"});
   return m;
 }
@@ -63,9 +118,9 @@ struct Alias {
   const char* preset;
 };
 constexpr Alias kAliases[] = {
-    {"h100-sxm", "h100"}, {"h100-sxm5", "h100"}, {"h200-sxm", "h200"}, {"hgx-b200", "b200"},
-    {"rtxpro6000", "rtx-pro-6000"}, {"rtx-pro-6000-blackwell", "rtx-pro-6000"}, {"a100-80gb", "a100"},
-    {"a100-sxm", "a100"},
+    {"h100-sxm", "h100"},  {"h100-sxm5", "h100"},          {"h200-sxm", "h200"},
+    {"hgx-b200", "b200"},  {"rtxpro6000", "rtx-pro-6000"}, {"rtx-pro-6000-blackwell", "rtx-pro-6000"},
+    {"a100-80gb", "a100"}, {"a100-sxm", "a100"},
 };
 
 std::string lower(std::string s) {
@@ -198,12 +253,14 @@ Machine parse_machine_json(const std::string& text, const std::string& src) {
     m.gpu_socket.assign(static_cast<size_t>(std::max(m.gpus_per_node, 0)), 0);
   }
   if (auto it = j.find("source"); it != j.end() && it->is_string()) m.source = it->get<std::string>();
-  static const char* known[] = {"base", "name", "gpu", "memory_gb", "hbm_tbps", "bf16_tflops", "fp8_tflops",
-                                "fp4_tflops", "link", "link_gbps", "pcie", "pcie_gbps", "network_gbps",
-                                "gpus_per_node", "numa_sockets", "gpu_socket", "source"};
+  static const char* known[] = {"base",        "name",       "gpu",          "memory_gb",     "hbm_tbps",
+                                "bf16_tflops", "fp8_tflops", "fp4_tflops",   "link",          "link_gbps",
+                                "pcie",        "pcie_gbps",  "network_gbps", "gpus_per_node", "numa_sockets",
+                                "gpu_socket",  "source"};
   for (const auto& [key, value] : j.items()) {
     const bool ok = std::any_of(std::begin(known), std::end(known), [&](const char* k) { return key == k; });
-    SY_CHECK(ok, "{}: unknown key '{}'; machine files take: name, gpu, memory_gb, hbm_tbps, bf16_tflops, "
+    SY_CHECK(ok,
+             "{}: unknown key '{}'; machine files take: name, gpu, memory_gb, hbm_tbps, bf16_tflops, "
              "fp8_tflops, fp4_tflops, link, link_gbps, pcie, pcie_gbps, network_gbps, gpus_per_node, "
              "numa_sockets, gpu_socket, source, base",
              src, key);
@@ -233,9 +290,10 @@ Cluster make_cluster(const Machine& machine, std::optional<int> gpus, std::optio
   Cluster c{.machine = machine};
   c.nodes = nodes.value_or(gpus ? (*gpus + gpn - 1) / gpn : 1);
   c.gpus = gpus.value_or(c.nodes * gpn);
-  SY_CHECK(c.gpus <= c.nodes * gpn, "--gpus {} exceeds {} node(s) of {} GPUs ({}); raise --nodes", c.gpus, c.nodes,
-           gpn, machine.name);
-  SY_CHECK(c.gpus % c.nodes == 0, "--gpus {} does not spread evenly over --nodes {}: every node runs the same number "
+  SY_CHECK(c.gpus <= c.nodes * gpn, "--gpus {} exceeds {} node(s) of {} GPUs ({}); raise --nodes", c.gpus, c.nodes, gpn,
+           machine.name);
+  SY_CHECK(c.gpus % c.nodes == 0,
+           "--gpus {} does not spread evenly over --nodes {}: every node runs the same number "
            "of ranks",
            c.gpus, c.nodes);
   return c;
@@ -262,14 +320,13 @@ std::vector<LayoutIssue> check_node_spans(const Mapping& mapping, const Cluster&
       const int first_node = cluster.place(g.front()).node;
       const auto other = std::find_if(g.begin(), g.end(), [&](int r) { return cluster.place(r).node != first_node; });
       if (other == g.end()) continue;
-      issues.push_back(
-          {.rule = "group_spans_nodes",
-           .message = fmt::format("{} group {{{}}} spans nodes {} and {} ({} {}, {} GPUs per node): a {} group "
-                                  "exchanges activations in every layer and must stay on one node's {}",
-                                  axis_name(axis), format_ranks(g), first_node, cluster.place(*other).node,
-                                  axis_name(axis), g.size(), cluster.gpus_per_node_used(), axis_name(axis),
-                                  cluster.machine.link),
-           .axes = {axis}});
+      issues.push_back({.rule = "group_spans_nodes",
+                        .message = fmt::format(
+                            "{} group {{{}}} spans nodes {} and {} ({} {}, {} GPUs per node): a {} group "
+                            "exchanges activations in every layer and must stay on one node's {}",
+                            axis_name(axis), format_ranks(g), first_node, cluster.place(*other).node, axis_name(axis),
+                            g.size(), cluster.gpus_per_node_used(), axis_name(axis), cluster.machine.link),
+                        .axes = {axis}});
       break;
     }
   }

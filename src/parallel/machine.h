@@ -13,18 +13,18 @@
 namespace sy {
 
 struct Machine {
-  std::string name;           // preset key or the file's "name"
-  std::string gpu;            // marketing name, e.g. "NVIDIA H200 SXM 141GB"
-  double memory_gb = 0;       // device memory per GPU, 10^9 bytes
-  double hbm_tbps = 0;        // device memory bandwidth, 10^12 bytes/s
-  double bf16_tflops = 0;     // dense (no sparsity) matrix rates; 0 = not supported
+  std::string name;        // preset key or the file's "name"
+  std::string gpu;         // marketing name, e.g. "NVIDIA H200 SXM 141GB"
+  double memory_gb = 0;    // device memory per GPU, 10^9 bytes
+  double hbm_tbps = 0;     // device memory bandwidth, 10^12 bytes/s
+  double bf16_tflops = 0;  // dense (no sparsity) matrix rates; 0 = not supported
   double fp8_tflops = 0;
   double fp4_tflops = 0;
-  std::string link;           // intra-node GPU link, e.g. "NVLink 4" or "PCIe 5.0 x16"
-  double link_gbps = 0;       // per GPU, both directions together, 10^9 bytes/s (as datasheets state it)
-  std::string pcie;           // host link
-  double pcie_gbps = 0;       // both directions together
-  double network_gbps = 0;    // inter-node bandwidth per GPU, one direction, 10^9 bytes/s
+  std::string link;         // intra-node GPU link, e.g. "NVLink 4" or "PCIe 5.0 x16"
+  double link_gbps = 0;     // per GPU, both directions together, 10^9 bytes/s (as datasheets state it)
+  std::string pcie;         // host link
+  double pcie_gbps = 0;     // both directions together
+  double network_gbps = 0;  // inter-node bandwidth per GPU, one direction, 10^9 bytes/s
   int gpus_per_node = 0;
   int numa_sockets = 1;
   std::vector<int> gpu_socket;  // [gpus_per_node]: CPU socket (NUMA node) each local GPU hangs off

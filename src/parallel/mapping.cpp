@@ -9,64 +9,106 @@ namespace sy {
 
 std::string_view axis_name(Axis a) {
   switch (a) {
-    case Axis::tp: return "tp";
-    case Axis::dp: return "dp";
-    case Axis::pp: return "pp";
-    case Axis::ep: return "ep";
-    case Axis::etp: return "etp";
-    case Axis::edp: return "edp";
-    case Axis::dense_tp: return "dense_tp";
+    case Axis::tp:
+      return "tp";
+    case Axis::dp:
+      return "dp";
+    case Axis::pp:
+      return "pp";
+    case Axis::ep:
+      return "ep";
+    case Axis::etp:
+      return "etp";
+    case Axis::edp:
+      return "edp";
+    case Axis::dense_tp:
+      return "dense_tp";
   }
   return "?";
 }
 
 std::string_view axis_flag(Axis a) {
   switch (a) {
-    case Axis::tp: return "--tp";
-    case Axis::dp: return "--dp";
-    case Axis::pp: return "--pp";
-    case Axis::ep: return "--ep";
-    case Axis::etp: return "--etp";
-    case Axis::edp: return "--edp";
-    case Axis::dense_tp: return "--dense-tp";
+    case Axis::tp:
+      return "--tp";
+    case Axis::dp:
+      return "--dp";
+    case Axis::pp:
+      return "--pp";
+    case Axis::ep:
+      return "--ep";
+    case Axis::etp:
+      return "--etp";
+    case Axis::edp:
+      return "--edp";
+    case Axis::dense_tp:
+      return "--dense-tp";
   }
   return "?";
 }
 
 int ParallelSizes::get(Axis a) const {
   switch (a) {
-    case Axis::tp: return tp;
-    case Axis::dp: return dp;
-    case Axis::pp: return pp;
-    case Axis::ep: return ep;
-    case Axis::etp: return etp;
-    case Axis::edp: return edp;
-    case Axis::dense_tp: return dense_tp;
+    case Axis::tp:
+      return tp;
+    case Axis::dp:
+      return dp;
+    case Axis::pp:
+      return pp;
+    case Axis::ep:
+      return ep;
+    case Axis::etp:
+      return etp;
+    case Axis::edp:
+      return edp;
+    case Axis::dense_tp:
+      return dense_tp;
   }
   return 0;
 }
 
 void ParallelSizes::set(Axis a, int value) {
   switch (a) {
-    case Axis::tp: tp = value; return;
-    case Axis::dp: dp = value; return;
-    case Axis::pp: pp = value; return;
-    case Axis::ep: ep = value; return;
-    case Axis::etp: etp = value; return;
-    case Axis::edp: edp = value; return;
-    case Axis::dense_tp: dense_tp = value; return;
+    case Axis::tp:
+      tp = value;
+      return;
+    case Axis::dp:
+      dp = value;
+      return;
+    case Axis::pp:
+      pp = value;
+      return;
+    case Axis::ep:
+      ep = value;
+      return;
+    case Axis::etp:
+      etp = value;
+      return;
+    case Axis::edp:
+      edp = value;
+      return;
+    case Axis::dense_tp:
+      dense_tp = value;
+      return;
   }
 }
 
 int RankCoords::get(Axis a) const {
   switch (a) {
-    case Axis::tp: return tp_rank;
-    case Axis::dp: return dp_rank;
-    case Axis::pp: return pp_rank;
-    case Axis::ep: return ep_rank;
-    case Axis::etp: return etp_rank;
-    case Axis::edp: return edp_rank;
-    case Axis::dense_tp: return dense_tp_rank;
+    case Axis::tp:
+      return tp_rank;
+    case Axis::dp:
+      return dp_rank;
+    case Axis::pp:
+      return pp_rank;
+    case Axis::ep:
+      return ep_rank;
+    case Axis::etp:
+      return etp_rank;
+    case Axis::edp:
+      return edp_rank;
+    case Axis::dense_tp:
+      return dense_tp_rank;
   }
   return 0;
 }
@@ -101,8 +143,8 @@ RankCoords Mapping::coords(int rank) const {
 int Mapping::rank_of_attention(int pp_rank, int dp_rank, int tp_rank) const {
   const ParallelSizes& s = sizes_;
   SY_CHECK(pp_rank >= 0 && pp_rank < s.pp && dp_rank >= 0 && dp_rank < s.dp && tp_rank >= 0 && tp_rank < s.tp,
-           "attention coordinates (pp {}, dp {}, tp {}) are outside the layout pp {} × dp {} × tp {}", pp_rank,
-           dp_rank, tp_rank, s.pp, s.dp, s.tp);
+           "attention coordinates (pp {}, dp {}, tp {}) are outside the layout pp {} × dp {} × tp {}", pp_rank, dp_rank,
+           tp_rank, s.pp, s.dp, s.tp);
   return pp_rank * stage_size() + tp_rank + s.tp * dp_rank;
 }
 
@@ -125,13 +167,27 @@ std::vector<int> Mapping::group(Axis axis, int rank) const {
   members.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     switch (axis) {
-      case Axis::tp: members.push_back(stage_base + i + s.tp * c.dp_rank); break;
-      case Axis::dp: members.push_back(stage_base + c.tp_rank + s.tp * i); break;
-      case Axis::pp: members.push_back(i * S + c.stage_rank); break;
-      case Axis::etp: members.push_back(stage_base + i + s.etp * (c.ep_rank + s.ep * c.edp_rank)); break;
-      case Axis::ep: members.push_back(stage_base + c.etp_rank + s.etp * (i + s.ep * c.edp_rank)); break;
-      case Axis::edp: members.push_back(stage_base + c.etp_rank + s.etp * (c.ep_rank + s.ep * i)); break;
-      case Axis::dense_tp: members.push_back(stage_base + i + s.dense_tp * c.dense_dp_rank); break;
+      case Axis::tp:
+        members.push_back(stage_base + i + s.tp * c.dp_rank);
+        break;
+      case Axis::dp:
+        members.push_back(stage_base + c.tp_rank + s.tp * i);
+        break;
+      case Axis::pp:
+        members.push_back(i * S + c.stage_rank);
+        break;
+      case Axis::etp:
+        members.push_back(stage_base + i + s.etp * (c.ep_rank + s.ep * c.edp_rank));
+        break;
+      case Axis::ep:
+        members.push_back(stage_base + c.etp_rank + s.etp * (i + s.ep * c.edp_rank));
+        break;
+      case Axis::edp:
+        members.push_back(stage_base + c.etp_rank + s.etp * (c.ep_rank + s.ep * i));
+        break;
+      case Axis::dense_tp:
+        members.push_back(stage_base + i + s.dense_tp * c.dense_dp_rank);
+        break;
     }
   }
   return members;
@@ -147,26 +203,47 @@ std::vector<std::vector<int>> Mapping::groups(Axis axis) const {
 
 std::optional<int> LayoutRequest::get(Axis a) const {
   switch (a) {
-    case Axis::tp: return tp;
-    case Axis::dp: return dp;
-    case Axis::pp: return pp;
-    case Axis::ep: return ep;
-    case Axis::etp: return etp;
-    case Axis::edp: return edp;
-    case Axis::dense_tp: return dense_tp;
+    case Axis::tp:
+      return tp;
+    case Axis::dp:
+      return dp;
+    case Axis::pp:
+      return pp;
+    case Axis::ep:
+      return ep;
+    case Axis::etp:
+      return etp;
+    case Axis::edp:
+      return edp;
+    case Axis::dense_tp:
+      return dense_tp;
   }
   return std::nullopt;
 }
 
 void LayoutRequest::set(Axis a, std::optional<int> value) {
   switch (a) {
-    case Axis::tp: tp = value; return;
-    case Axis::dp: dp = value; return;
-    case Axis::pp: pp = value; return;
-    case Axis::ep: ep = value; return;
-    case Axis::etp: etp = value; return;
-    case Axis::edp: edp = value; return;
-    case Axis::dense_tp: dense_tp = value; return;
+    case Axis::tp:
+      tp = value;
+      return;
+    case Axis::dp:
+      dp = value;
+      return;
+    case Axis::pp:
+      pp = value;
+      return;
+    case Axis::ep:
+      ep = value;
+      return;
+    case Axis::etp:
+      etp = value;
+      return;
+    case Axis::edp:
+      edp = value;
+      return;
+    case Axis::dense_tp:
+      dense_tp = value;
+      return;
   }
 }
 
@@ -208,8 +285,8 @@ std::string layout_flags(const ParallelSizes& s) {
 }
 
 std::string describe_sizes(const ParallelSizes& s) {
-  return fmt::format("pp {} · (dp {} × tp {}) = pp {} · (edp {} × ep {} × etp {}) = {} rank{}, dense_tp {}", s.pp,
-                     s.dp, s.tp, s.pp, s.edp, s.ep, s.etp, s.world_size(), s.world_size() == 1 ? "" : "s", s.dense_tp);
+  return fmt::format("pp {} · (dp {} × tp {}) = pp {} · (edp {} × ep {} × etp {}) = {} rank{}, dense_tp {}", s.pp, s.dp,
+                     s.tp, s.pp, s.edp, s.ep, s.etp, s.world_size(), s.world_size() == 1 ? "" : "s", s.dense_tp);
 }
 
 ResolvedSizes resolve_layout_sizes(const LayoutRequest& req, int available) {

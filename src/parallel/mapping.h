@@ -14,7 +14,7 @@ namespace sy {
 // The seven axes. Attention reads a stage's S ranks as dp × tp, MoE as edp × ep × etp; dense FFN
 // layers, shared experts and the LM head as (S / dense_tp) × dense_tp; pp is outermost.
 enum class Axis : uint8_t { tp, dp, pp, ep, etp, edp, dense_tp };
-inline constexpr std::array<Axis, 7> kAxes = {Axis::tp, Axis::dp, Axis::pp, Axis::ep,
+inline constexpr std::array<Axis, 7> kAxes = {Axis::tp,  Axis::dp,  Axis::pp,      Axis::ep,
                                               Axis::etp, Axis::edp, Axis::dense_tp};
 
 std::string_view axis_name(Axis a);  // "tp", ..., "dense_tp"
@@ -41,9 +41,9 @@ struct RankCoords {
   int rank = 0;
   int stage_rank = 0;  // s, the index inside the pipeline stage
   int pp_rank = 0;
-  int tp_rank = 0;     // s = tp_rank + tp·dp_rank
+  int tp_rank = 0;  // s = tp_rank + tp·dp_rank
   int dp_rank = 0;
-  int etp_rank = 0;    // s = etp_rank + etp·(ep_rank + ep·edp_rank)
+  int etp_rank = 0;  // s = etp_rank + etp·(ep_rank + ep·edp_rank)
   int ep_rank = 0;
   int edp_rank = 0;
   int dense_tp_rank = 0;  // s = dense_tp_rank + dense_tp·dense_dp_rank
@@ -113,7 +113,7 @@ struct ResolvedSizes {
   ParallelSizes sizes;
   std::vector<LayoutIssue> issues;
   std::vector<std::string> completions;  // "tp 8 completes W = pp·dp·tp = 8"
-  bool uses_fewer_ranks = false;          // valid, but world_size() < available_ranks
+  bool uses_fewer_ranks = false;         // valid, but world_size() < available_ranks
 };
 ResolvedSizes resolve_layout_sizes(const LayoutRequest& request, int available_ranks);
 

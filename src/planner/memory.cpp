@@ -25,7 +25,8 @@ int64_t activation_bytes(const ModelShape& s, const ParallelSizes& sz, const std
   int64_t attention = 0;
   if (at.kind == AttentionKind::gqa) {
     const int64_t local_kv = ceil_div(at.kv_heads, sz.tp);
-    attention = T * (local_heads * at.head_dim + local_kv * (at.head_dim + at.v_head_dim) + local_heads * at.v_head_dim) * a;
+    attention =
+        T * (local_heads * at.head_dim + local_kv * (at.head_dim + at.v_head_dim) + local_heads * at.v_head_dim) * a;
   } else {
     attention = T *
                 (at.q_lora_rank + local_heads * at.head_dim + at.kv_lora_rank + at.qk_rope_head_dim +
@@ -42,9 +43,10 @@ int64_t activation_bytes(const ModelShape& s, const ParallelSizes& sz, const std
     // Routed (token, expert) pairs of the whole stage, shared by the ep·edp expert shards.
     const int64_t pairs = static_cast<int64_t>(sz.dp) * T * m.top_k;
     const int64_t balanced = ceil_div(pairs, static_cast<int64_t>(sz.ep) * sz.edp);
-    const int64_t recv = std::min(pairs, static_cast<int64_t>(std::ceil(static_cast<double>(balanced) * o.expert_capacity)));
+    const int64_t recv =
+        std::min(pairs, static_cast<int64_t>(std::ceil(static_cast<double>(balanced) * o.expert_capacity)));
     const int64_t local_inter = ceil_div(m.inter, sz.etp);
-    const int64_t dispatch = 2 * T * m.top_k * h * a;   // send (dispatch) and receive (combine) of own tokens
+    const int64_t dispatch = 2 * T * m.top_k * h * a;  // send (dispatch) and receive (combine) of own tokens
     const int64_t expert_io = recv * (2 * h + 3 * local_inter) * a;  // received rows, gate·up, down output
     const int64_t router = T * m.n_experts * 4;
     const int64_t shared = m.shared_inter > 0 ? T * 3 * ceil_div(m.shared_inter, sz.dense_tp) * a : 0;
@@ -123,7 +125,8 @@ std::string format_count(int64_t v) {
 std::string describe_stage_memory(const StageMemory& m) {
   std::vector<std::pair<int64_t, Part>> parts;
   for (int i = 0; i < kPartCount; ++i) {
-    if (m.weights[static_cast<size_t>(i)] > 0) parts.emplace_back(m.weights[static_cast<size_t>(i)], static_cast<Part>(i));
+    if (m.weights[static_cast<size_t>(i)] > 0)
+      parts.emplace_back(m.weights[static_cast<size_t>(i)], static_cast<Part>(i));
   }
   std::sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
   std::string detail;
@@ -132,11 +135,10 @@ std::string describe_stage_memory(const StageMemory& m) {
     detail += fmt::format("{} {}", part_name(parts[i].second), format_bytes(parts[i].first));
   }
   const int64_t used = m.weight_bytes + m.activation_bytes + m.fixed_bytes;
-  const std::string head =
-      fmt::format("stage {} (layers {}-{}): weights {} ({}) + activations {} + fixed {} = {} of {}", m.stage,
-                  m.first_layer, m.first_layer + m.n_layers - 1, format_bytes(m.weight_bytes), detail,
-                  format_bytes(m.activation_bytes), format_bytes(m.fixed_bytes), format_bytes(used),
-                  format_bytes(m.capacity_bytes));
+  const std::string head = fmt::format(
+      "stage {} (layers {}-{}): weights {} ({}) + activations {} + fixed {} = {} of {}", m.stage, m.first_layer,
+      m.first_layer + m.n_layers - 1, format_bytes(m.weight_bytes), detail, format_bytes(m.activation_bytes),
+      format_bytes(m.fixed_bytes), format_bytes(used), format_bytes(m.capacity_bytes));
   if (m.free_bytes < 0) {
     return fmt::format("{}, {} over before any KV cache ({} needed for {} tokens at {}/token)", head,
                        format_bytes(-m.free_bytes), format_bytes(m.min_kv_tokens * m.kv_bytes_per_token),

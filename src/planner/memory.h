@@ -14,12 +14,12 @@
 namespace sy {
 
 struct MemoryOptions {
-  int64_t max_batch_tokens = 8192;  // largest step: tokens of one forward pass per dp group
-  int64_t max_seqs = 256;           // sequences per step: rows of logits
-  int64_t min_kv_tokens = 0;        // the KV cache must hold at least this many tokens; 0 = max_batch_tokens
-  int64_t kv_dtype_bytes = 2;       // bf16 KV cache
-  int64_t act_dtype_bytes = 2;      // bf16 activations
-  double expert_capacity = 2.0;     // MoE buffers hold this many times the balanced share of routed tokens
+  int64_t max_batch_tokens = 8192;      // largest step: tokens of one forward pass per dp group
+  int64_t max_seqs = 256;               // sequences per step: rows of logits
+  int64_t min_kv_tokens = 0;            // the KV cache must hold at least this many tokens; 0 = max_batch_tokens
+  int64_t kv_dtype_bytes = 2;           // bf16 KV cache
+  int64_t act_dtype_bytes = 2;          // bf16 activations
+  double expert_capacity = 2.0;         // MoE buffers hold this many times the balanced share of routed tokens
   int64_t fixed_bytes = 2'000'000'000;  // per device: CUDA context, library workspaces, graphs, communicators
   ShardOptions shard;
 };
@@ -38,14 +38,14 @@ struct StageMemory {
   int64_t free_bytes = 0;          // capacity - weights - activations - fixed (negative: does not fit)
   int64_t kv_tokens = 0;           // tokens of KV the free bytes hold (0 when nothing is free)
   int64_t min_kv_tokens = 0;
-  bool fits = false;               // free bytes hold min_kv_tokens of KV
+  bool fits = false;  // free bytes hold min_kv_tokens of KV
 };
 
 struct LayoutMemory {
   std::vector<StageMemory> stages;
-  int worst_stage = 0;         // the stage with the least headroom
-  int64_t kv_tokens = 0;       // per dp replica: the smallest over stages
-  int64_t kv_tokens_total = 0; // kv_tokens · dp (each dp replica caches its own sequences)
+  int worst_stage = 0;          // the stage with the least headroom
+  int64_t kv_tokens = 0;        // per dp replica: the smallest over stages
+  int64_t kv_tokens_total = 0;  // kv_tokens · dp (each dp replica caches its own sequences)
   bool fits = false;
 };
 

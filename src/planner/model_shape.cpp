@@ -93,16 +93,16 @@ ModelShape read_qwen3_moe(const ConfigJson& cfg) {
   s.attn.qkv_bias = s.attn.o_bias = cfg.get_bool("attention_bias", false);
   s.attn.qk_norm = true;
   // transformers 5 may spell the expert count num_local_experts.
-  s.moe.n_experts = cfg.has("num_experts") ? cfg.get_int("num_experts", 128, 0)
-                                           : cfg.get_int("num_local_experts", 128, 0);
+  s.moe.n_experts =
+      cfg.has("num_experts") ? cfg.get_int("num_experts", 128, 0) : cfg.get_int("num_local_experts", 128, 0);
   s.moe.top_k = cfg.get_int("num_experts_per_tok", 8, 1);
   s.moe.inter = cfg.get_int("moe_intermediate_size", 768, 1);
   s.dense_inter = cfg.get_int("intermediate_size", 6144, 1);
   const int64_t step = cfg.get_int("decoder_sparse_step", 1, 1);
   const auto mlp_only = cfg.get_int_list("mlp_only_layers");
   for (int64_t i = 0; i < s.n_layers; ++i) {
-    const bool sparse = std::find(mlp_only.begin(), mlp_only.end(), i) == mlp_only.end() && s.moe.n_experts > 0 &&
-                        (i + 1) % step == 0;
+    const bool sparse =
+        std::find(mlp_only.begin(), mlp_only.end(), i) == mlp_only.end() && s.moe.n_experts > 0 && (i + 1) % step == 0;
     s.layer_ffn.push_back(sparse ? FfnKind::moe : FfnKind::dense);
   }
   return s;
@@ -165,20 +165,16 @@ struct ArchReader {
 };
 
 constexpr ArchReader kReaders[] = {
-    {"Qwen3MoeForCausalLM", read_qwen3_moe},       {"MixtralForCausalLM", read_mixtral},
-    {"DeepseekV3ForCausalLM", read_deepseek_v3},   {"DeepseekV32ForCausalLM", read_deepseek_v32},
-    {"Glm4MoeForCausalLM", read_glm4_moe},         {"GlmMoeDsaForCausalLM", read_glm_moe_dsa},
+    {"Qwen3MoeForCausalLM", read_qwen3_moe},     {"MixtralForCausalLM", read_mixtral},
+    {"DeepseekV3ForCausalLM", read_deepseek_v3}, {"DeepseekV32ForCausalLM", read_deepseek_v32},
+    {"Glm4MoeForCausalLM", read_glm4_moe},       {"GlmMoeDsaForCausalLM", read_glm_moe_dsa},
 };
 
 }  // namespace
 
-int64_t ModelShape::moe_layer_count() const {
-  return std::count(layer_ffn.begin(), layer_ffn.end(), FfnKind::moe);
-}
+int64_t ModelShape::moe_layer_count() const { return std::count(layer_ffn.begin(), layer_ffn.end(), FfnKind::moe); }
 
-int64_t ModelShape::dense_layer_count() const {
-  return std::count(layer_ffn.begin(), layer_ffn.end(), FfnKind::dense);
-}
+int64_t ModelShape::dense_layer_count() const { return std::count(layer_ffn.begin(), layer_ffn.end(), FfnKind::dense); }
 
 int64_t ModelShape::kv_bytes_per_token_layer(int tp, int64_t kv_bytes) const {
   if (attn.kind == AttentionKind::mla) {

@@ -18,12 +18,12 @@ enum class FfnKind : uint8_t { dense, moe };
 struct AttentionShape {
   AttentionKind kind = AttentionKind::gqa;
   int64_t n_heads = 0;
-  int64_t kv_heads = 0;   // GQA: K/V heads; MLA: equals n_heads (one latent, expanded per head)
-  int64_t head_dim = 0;   // GQA: q/k head size; MLA: qk_nope_head_dim + qk_rope_head_dim
+  int64_t kv_heads = 0;  // GQA: K/V heads; MLA: equals n_heads (one latent, expanded per head)
+  int64_t head_dim = 0;  // GQA: q/k head size; MLA: qk_nope_head_dim + qk_rope_head_dim
   int64_t v_head_dim = 0;
   bool qkv_bias = false;
   bool o_bias = false;
-  bool qk_norm = false;   // per-head RMSNorm of q and k, weights [head_dim]
+  bool qk_norm = false;  // per-head RMSNorm of q and k, weights [head_dim]
   // MLA (DeepSeek-V3 family): q_lora_rank 0 means a plain q_proj.
   int64_t q_lora_rank = 0;
   int64_t kv_lora_rank = 0;
@@ -36,17 +36,17 @@ struct AttentionShape {
 };
 
 struct MoeShape {
-  int64_t n_experts = 0;       // routed experts per MoE layer
+  int64_t n_experts = 0;  // routed experts per MoE layer
   int64_t top_k = 0;
-  int64_t inter = 0;           // moe_intermediate_size of one routed expert
-  int64_t n_shared = 0;        // shared experts, fused into one MLP of n_shared·shared_inter_each
-  int64_t shared_inter = 0;    // intermediate size of that fused shared MLP (0 = none)
-  bool router_bias = false;    // e_score_correction_bias [n_experts], fp32
+  int64_t inter = 0;         // moe_intermediate_size of one routed expert
+  int64_t n_shared = 0;      // shared experts, fused into one MLP of n_shared·shared_inter_each
+  int64_t shared_inter = 0;  // intermediate size of that fused shared MLP (0 = none)
+  bool router_bias = false;  // e_score_correction_bias [n_experts], fp32
 };
 
 // fp8 checkpoints with one fp32 scale per block of weights (DeepSeek-V3 style quantization_config).
 struct WeightQuant {
-  std::string method;      // quantization_config.quant_method; empty = unquantised
+  std::string method;  // quantization_config.quant_method; empty = unquantised
   bool block_fp8 = false;
   int64_t block_rows = 0;
   int64_t block_cols = 0;
@@ -55,7 +55,7 @@ struct WeightQuant {
 struct ModelShape {
   std::string architecture;  // HF class
   std::string model_type;
-  std::string family;        // "Qwen3-MoE", "DeepSeek-V3 / Kimi K2", ...
+  std::string family;  // "Qwen3-MoE", "DeepSeek-V3 / Kimi K2", ...
   int64_t n_layers = 0;
   int64_t hidden = 0;
   int64_t vocab = 0;
@@ -63,10 +63,10 @@ struct ModelShape {
   bool tie_embeddings = false;
   AttentionShape attn;
   MoeShape moe;
-  int64_t dense_inter = 0;          // intermediate size of dense FFN layers
-  std::vector<FfnKind> layer_ffn;   // [n_layers]
-  int64_t nextn_layers = 0;         // multi-token-prediction layers stored after the decoder (not loaded)
-  DType dtype = DType::bf16;        // weights (config "torch_dtype" / "dtype")
+  int64_t dense_inter = 0;         // intermediate size of dense FFN layers
+  std::vector<FfnKind> layer_ffn;  // [n_layers]
+  int64_t nextn_layers = 0;        // multi-token-prediction layers stored after the decoder (not loaded)
+  DType dtype = DType::bf16;       // weights (config "torch_dtype" / "dtype")
   WeightQuant quant;
 
   int64_t moe_layer_count() const;

@@ -41,7 +41,7 @@ DecodeEstimate estimate_decode(const ModelShape& s, const ParallelSizes& sz, con
   out.batch = batch;
   const int64_t micro = std::max<int64_t>(1, std::min<int64_t>(sz.pp, batch));
   const double tokens = std::ceil(static_cast<double>(batch) / static_cast<double>(micro));  // per micro-batch
-  const double tokens_dp = std::ceil(tokens / sz.dp);                                         // per dp replica
+  const double tokens_dp = std::ceil(tokens / sz.dp);                                        // per dp replica
   const double a = static_cast<double>(o.act_dtype_bytes);
   const double h = static_cast<double>(s.hidden);
   const double bw = cluster.machine.hbm_tbps * 1e12;

@@ -14,8 +14,8 @@
 namespace sy {
 
 struct DecodeEstimate {
-  int64_t batch = 0;          // sequences decoding together (over all dp replicas)
-  double step_seconds = 0;    // time until every sequence has its next token
+  int64_t batch = 0;        // sequences decoding together (over all dp replicas)
+  double step_seconds = 0;  // time until every sequence has its next token
   double tokens_per_second = 0;
   double memory_seconds = 0;  // slowest stage, per micro-batch: weight, touched-expert and KV reads
   double comm_seconds = 0;    // slowest stage, per micro-batch: all-reduce, all-to-all, pipeline sends

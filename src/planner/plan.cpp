@@ -18,8 +18,9 @@ LoadedWeights load_weights(const std::filesystem::path& dir, const ModelShape& s
     }
   }
   if (!has_safetensors) {
-    return {.table = weights_from_config(shape),
-            .source = config_only ? "config.json (safetensors not read)" : "config.json (no safetensors in the folder)"};
+    return {
+        .table = weights_from_config(shape),
+        .source = config_only ? "config.json (safetensors not read)" : "config.json (no safetensors in the folder)"};
   }
   const Checkpoint ckpt = Checkpoint::open(dir);
   return {.table = weights_from_checkpoint(shape, ckpt),
@@ -126,7 +127,8 @@ Plan make_plan(const PlanTarget& t, bool all_dense_tp) {
     if (c.rules_pass() && c.memory) {
       PlanEntry e{.check = std::move(c)};
       e.decode_one = estimate_decode(t.shape, s, *e.check.memory, t.cluster, 1, t.decode_context, t.memory);
-      e.decode_batch = estimate_decode(t.shape, s, *e.check.memory, t.cluster, t.decode_batch, t.decode_context, t.memory);
+      e.decode_batch =
+          estimate_decode(t.shape, s, *e.check.memory, t.cluster, t.decode_batch, t.decode_context, t.memory);
       plan.layouts.push_back(std::move(e));
       continue;
     }

@@ -44,9 +44,9 @@ PlanTarget load_plan_target(const std::filesystem::path& dir, const Cluster& clu
 
 struct LayoutCheck {
   LayoutRequest request;
-  ParallelSizes sizes;                 // resolved; a size that could not be completed is 0
-  std::vector<int64_t> stage_layers;   // decoder layers per stage, when pp is usable
-  std::vector<LayoutIssue> issues;     // every broken rule
+  ParallelSizes sizes;                // resolved; a size that could not be completed is 0
+  std::vector<int64_t> stage_layers;  // decoder layers per stage, when pp is usable
+  std::vector<LayoutIssue> issues;    // every broken rule
   std::vector<std::string> completions;
   bool uses_fewer_gpus = false;
   std::vector<std::string> use_all_gpus;  // with uses_fewer_gpus: valid layouts that use every GPU

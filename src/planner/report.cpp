@@ -122,10 +122,10 @@ std::string format_target(const PlanTarget& t) {
                      describe_dtype(s), t.weights_source);
   out += fmt::format("machine  {}: {} at {} TB/s per GPU, {} {} GB/s\n", t.cluster.describe(),
                      format_bytes(m.memory_bytes()), m.hbm_tbps, m.link, m.link_gbps);
-  out += fmt::format("step     {} tokens per forward pass, KV cache {} bytes/value, {} fixed per GPU; decode "
-                     "estimated at context {}\n",
-                     t.memory.max_batch_tokens, t.memory.kv_dtype_bytes, format_bytes(t.memory.fixed_bytes),
-                     t.decode_context);
+  out += fmt::format(
+      "step     {} tokens per forward pass, KV cache {} bytes/value, {} fixed per GPU; decode "
+      "estimated at context {}\n",
+      t.memory.max_batch_tokens, t.memory.kv_dtype_bytes, format_bytes(t.memory.fixed_bytes), t.decode_context);
   return out;
 }
 
@@ -133,18 +133,20 @@ std::string format_plan(const PlanTarget& t, const Plan& plan) {
   std::string out = format_target(t) + "\n";
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"#", "layout", "pp", "dp", "tp", "edp", "ep", "etp", "dtp", "weights/GPU", "activ./GPU",
-                  "KV tokens/replica", "KV tokens all", "fits", "tok/s b=1", fmt::format("tok/s b={}", t.decode_batch)});
+                  "KV tokens/replica", "KV tokens all", "fits", "tok/s b=1",
+                  fmt::format("tok/s b={}", t.decode_batch)});
   int n = 0;
   for (const PlanEntry& e : plan.layouts) {
     const ParallelSizes& z = e.check.sizes;
-    std::vector<std::string> row = {std::to_string(++n), layout_flags(z), std::to_string(z.pp), std::to_string(z.dp),
-                                    std::to_string(z.tp), std::to_string(z.edp), std::to_string(z.ep),
-                                    std::to_string(z.etp), std::to_string(z.dense_tp)};
+    std::vector<std::string> row = {std::to_string(++n),  layout_flags(z),       std::to_string(z.pp),
+                                    std::to_string(z.dp), std::to_string(z.tp),  std::to_string(z.edp),
+                                    std::to_string(z.ep), std::to_string(z.etp), std::to_string(z.dense_tp)};
     if (e.check.memory) {
       const LayoutMemory& m = *e.check.memory;
-      row.insert(row.end(), {format_bytes(worst_weights(m)), format_bytes(worst_activations(m)), group_digits(m.kv_tokens),
-                             group_digits(m.kv_tokens_total), m.fits ? "yes" : "no", format_rate(e.decode_one.tokens_per_second),
-                             format_rate(e.decode_batch.tokens_per_second)});
+      row.insert(row.end(),
+                 {format_bytes(worst_weights(m)), format_bytes(worst_activations(m)), group_digits(m.kv_tokens),
+                  group_digits(m.kv_tokens_total), m.fits ? "yes" : "no", format_rate(e.decode_one.tokens_per_second),
+                  format_rate(e.decode_batch.tokens_per_second)});
     }
     rows.push_back(std::move(row));
   }
@@ -153,8 +155,8 @@ std::string format_plan(const PlanTarget& t, const Plan& plan) {
   if (plan.layouts.empty()) {
     out += fmt::format("no layout of {} GPUs passes the rules\n", t.cluster.gpus);
   } else {
-    const auto fitting = std::count_if(plan.layouts.begin(), plan.layouts.end(),
-                                       [](const PlanEntry& e) { return e.check.valid(); });
+    const auto fitting =
+        std::count_if(plan.layouts.begin(), plan.layouts.end(), [](const PlanEntry& e) { return e.check.valid(); });
     out += fmt::format("{} of {} layouts pass the rules, {} fit; best first (decode tok/s are floor estimates)\n",
                        plan.layouts.size(), plan.considered, fitting);
     out += format_table(rows, left);
@@ -176,8 +178,9 @@ std::string format_plan(const PlanTarget& t, const Plan& plan) {
   if (!any_fits) {
     if (const auto bigger = smallest_fitting_cluster(t)) {
       const std::string nodes = bigger->cluster.nodes > 1 ? fmt::format(" --nodes {}", bigger->cluster.nodes) : "";
-      out += fmt::format("smallest fitting cluster: {} with {}: run plan with --gpus {}{}\n", bigger->cluster.describe(),
-                         layout_flags(bigger->best.check.sizes), bigger->cluster.gpus, nodes);
+      out +=
+          fmt::format("smallest fitting cluster: {} with {}: run plan with --gpus {}{}\n", bigger->cluster.describe(),
+                      layout_flags(bigger->best.check.sizes), bigger->cluster.gpus, nodes);
     } else {
       out += "no cluster of up to 512 GPUs of this machine fits the model\n";
     }
@@ -201,7 +204,10 @@ std::vector<std::string> layout_notes(const PlanTarget& t, const LayoutCheck& c)
 std::string format_layout(const PlanTarget& t, const LayoutCheck& c) {
   const ParallelSizes& z = c.sizes;
   std::string out = format_target(t) + "\n";
-  out += fmt::format("layout   {} → {}: {}\n", c.request.flags(), layout_flags(z), c.valid() ? "valid" : "refused");
+  const std::string asked = c.request.flags();
+  const std::string resolved = layout_flags(z);
+  out += fmt::format("layout   {}{}: {}\n", asked, asked == resolved ? "" : " → " + resolved,
+                     c.valid() ? "valid" : "refused");
   out += fmt::format("sizes    {}\n", describe_sizes(z));
   for (const auto& n : layout_notes(t, c)) out += "note     " + n + "\n";
   for (size_t p = 0, first = 0; p < c.stage_layers.size(); first += static_cast<size_t>(c.stage_layers[p]), ++p) {
@@ -212,15 +218,16 @@ std::string format_layout(const PlanTarget& t, const LayoutCheck& c) {
   }
   if (c.memory) {
     for (const auto& m : c.memory->stages) out += "memory   " + describe_stage_memory(m) + "\n";
-    out += fmt::format("KV       {} tokens per dp replica{}\n", group_digits(c.memory->kv_tokens),
-                       z.dp > 1 ? fmt::format(", {} over the {} replicas", group_digits(c.memory->kv_tokens_total), z.dp)
-                                : std::string());
+    out +=
+        fmt::format("KV       {} tokens per dp replica{}\n", group_digits(c.memory->kv_tokens),
+                    z.dp > 1 ? fmt::format(", {} over the {} replicas", group_digits(c.memory->kv_tokens_total), z.dp)
+                             : std::string());
     for (int64_t b : {int64_t{1}, t.decode_batch}) {
       const DecodeEstimate d = estimate_decode(t.shape, z, *c.memory, t.cluster, b, t.decode_context, t.memory);
-      out += fmt::format("decode   batch {}: {:.2f} ms/step, {} tok/s (floor estimate: memory {:.2f} ms + comm "
-                         "{:.2f} ms per stage and micro-batch)\n",
-                         b, d.step_seconds * 1e3, format_rate(d.tokens_per_second), d.memory_seconds * 1e3,
-                         d.comm_seconds * 1e3);
+      out += fmt::format(
+          "decode   batch {}: {:.2f} ms/step, {} tok/s (floor estimate: memory {:.2f} ms + comm "
+          "{:.2f} ms per stage and micro-batch)\n",
+          b, d.step_seconds * 1e3, format_rate(d.tokens_per_second), d.memory_seconds * 1e3, d.comm_seconds * 1e3);
     }
   }
   if (!c.rules_pass()) return out;
@@ -231,10 +238,11 @@ std::string format_layout(const PlanTarget& t, const LayoutCheck& c) {
   for (int r = 0; r < mapping.world_size(); ++r) {
     const RankCoords k = mapping.coords(r);
     const Placement p = t.cluster.place(r);
-    std::vector<std::string> row = {std::to_string(r), std::to_string(p.node), std::to_string(p.local_gpu),
-                                    std::to_string(p.numa), std::to_string(k.pp_rank), std::to_string(k.dp_rank),
-                                    std::to_string(k.tp_rank), std::to_string(k.edp_rank), std::to_string(k.ep_rank),
-                                    std::to_string(k.etp_rank), std::to_string(k.dense_tp_rank)};
+    std::vector<std::string> row = {
+        std::to_string(r),          std::to_string(p.node),         std::to_string(p.local_gpu),
+        std::to_string(p.numa),     std::to_string(k.pp_rank),      std::to_string(k.dp_rank),
+        std::to_string(k.tp_rank),  std::to_string(k.edp_rank),     std::to_string(k.ep_rank),
+        std::to_string(k.etp_rank), std::to_string(k.dense_tp_rank)};
     for (Axis a : {Axis::tp, Axis::dp, Axis::pp, Axis::ep, Axis::etp, Axis::edp, Axis::dense_tp}) {
       row.push_back(format_ranks(mapping.group(a, r)));
     }
@@ -248,8 +256,8 @@ std::string format_layout(const PlanTarget& t, const LayoutCheck& c) {
 }
 
 std::string format_issues(const PlanTarget& t, const LayoutCheck& c) {
-  std::string out = fmt::format("layout {} on {} is refused ({} rule{} broken):", c.request.flags(), t.cluster.describe(),
-                                c.issues.size(), c.issues.size() == 1 ? "" : "s");
+  std::string out = fmt::format("layout {} on {} is refused ({} rule{} broken):", c.request.flags(),
+                                t.cluster.describe(), c.issues.size(), c.issues.size() == 1 ? "" : "s");
   const std::vector<std::string>* shown = nullptr;
   for (const auto& i : c.issues) {
     out += fmt::format("\n  [{}] {}", i.rule, i.message);
@@ -282,23 +290,32 @@ std::string format_inspect(const InspectReport& r) {
   rows.push_back({"parameters", fmt::format("{} total, {} active per token ({} routed experts of {} per layer)",
                                             format_params(loaded.params), format_params(active.params), s.moe.top_k,
                                             s.moe.n_experts)});
-  rows.push_back({"bytes", fmt::format("{} loaded, {} read per token", format_bytes(loaded.bytes), format_bytes(active.bytes))});
+  rows.push_back(
+      {"bytes", fmt::format("{} loaded, {} read per token", format_bytes(loaded.bytes), format_bytes(active.bytes))});
   const int64_t kv = s.n_layers * s.kv_bytes_per_token_layer(1, 2);
-  rows.push_back({"KV per token",
-                  s.attn.kind == AttentionKind::mla
-                      ? fmt::format("{} in bf16: {} layers × ({} latent + {} rope{}) × 2 bytes, replicated over tp",
-                                    format_bytes(kv), s.n_layers, s.attn.kv_lora_rank, s.attn.qk_rope_head_dim,
-                                    s.attn.index_head_dim > 0 ? fmt::format(" + {} indexer key", s.attn.index_head_dim) : "")
-                      : fmt::format("{} in bf16: {} layers × 2 × {} KV heads × {} × 2 bytes (tp 1)", format_bytes(kv),
-                                    s.n_layers, s.attn.kv_heads, s.attn.head_dim)});
+  rows.push_back(
+      {"KV per token",
+       s.attn.kind == AttentionKind::mla
+           ? fmt::format("{} in bf16: {} layers × ({} latent + {} rope{}) × 2 bytes, replicated over tp",
+                         format_bytes(kv), s.n_layers, s.attn.kv_lora_rank, s.attn.qk_rope_head_dim,
+                         s.attn.index_head_dim > 0 ? fmt::format(" + {} indexer key", s.attn.index_head_dim) : "")
+           : fmt::format("{} in bf16: {} layers × 2 × {} KV heads × {} × 2 bytes (tp 1)", format_bytes(kv), s.n_layers,
+                         s.attn.kv_heads, s.attn.head_dim)});
   std::string out = format_table(rows, {true, true});
   out += "\nby part\n";
   std::vector<std::vector<std::string>> parts;
   parts.push_back({"  part", "bytes", "share", "parameters", "split over"});
   const auto by_part = w.by_part();
-  static const char* split[kPartCount] = {"tp (heads)", "replicated", "replicated", "ep × etp", "dense_tp", "dense_tp",
-                                          "dense_tp (vocab rows), first stage", "dense_tp (vocab rows), last stage",
-                                          "not loaded", "replicated"};
+  static const char* split[kPartCount] = {"tp (heads)",
+                                          "replicated",
+                                          "replicated",
+                                          "ep × etp",
+                                          "dense_tp",
+                                          "dense_tp",
+                                          "dense_tp (vocab rows), first stage",
+                                          "dense_tp (vocab rows), last stage",
+                                          "not loaded",
+                                          "replicated"};
   for (int i = 0; i < kPartCount; ++i) {
     const Amount& a = by_part[static_cast<size_t>(i)];
     if (a.bytes == 0) continue;

@@ -21,7 +21,8 @@ json sizes_json(const ParallelSizes& z) {
 json parts_json(const std::array<int64_t, kPartCount>& bytes) {
   json j = json::object();
   for (int i = 0; i < kPartCount; ++i) {
-    if (bytes[static_cast<size_t>(i)] != 0) j[std::string(part_name(static_cast<Part>(i)))] = bytes[static_cast<size_t>(i)];
+    if (bytes[static_cast<size_t>(i)] != 0)
+      j[std::string(part_name(static_cast<Part>(i)))] = bytes[static_cast<size_t>(i)];
   }
   return j;
 }
@@ -104,12 +105,8 @@ json target_json(const PlanTarget& t) {
 }
 
 json check_json(const PlanTarget& t, const LayoutCheck& c) {
-  json j = {{"request", c.request.flags()},
-            {"sizes", sizes_json(c.sizes)},
-            {"valid", c.valid()},
-            {"issues", issues_json(c.issues)},
-            {"notes", layout_notes(t, c)},
-            {"stage_layers", c.stage_layers}};
+  json j = {{"request", c.request.flags()},    {"sizes", sizes_json(c.sizes)}, {"valid", c.valid()},
+            {"issues", issues_json(c.issues)}, {"notes", layout_notes(t, c)},  {"stage_layers", c.stage_layers}};
   if (c.memory) j["memory"] = memory_json(*c.memory);
   return j;
 }
@@ -126,7 +123,8 @@ std::string plan_json(const PlanTarget& t, const Plan& plan) {
   }
   json invalid = json::array();
   for (const auto& r : plan.invalid) {
-    invalid.push_back({{"rule", r.rule}, {"layouts", r.layouts}, {"example", r.example_flags}, {"message", r.example_message}});
+    invalid.push_back(
+        {{"rule", r.rule}, {"layouts", r.layouts}, {"example", r.example_flags}, {"message", r.example_message}});
   }
   j["considered"] = plan.considered;
   j["layouts"] = layouts;
@@ -141,7 +139,8 @@ std::string layout_json(const PlanTarget& t, const LayoutCheck& c) {
   if (c.memory) {
     l["decode"] = json::array();
     for (int64_t b : {int64_t{1}, t.decode_batch}) {
-      l["decode"].push_back(decode_json(estimate_decode(t.shape, c.sizes, *c.memory, t.cluster, b, t.decode_context, t.memory)));
+      l["decode"].push_back(
+          decode_json(estimate_decode(t.shape, c.sizes, *c.memory, t.cluster, b, t.decode_context, t.memory)));
     }
   }
   if (c.rules_pass()) {
@@ -155,7 +154,11 @@ std::string layout_json(const PlanTarget& t, const LayoutCheck& c) {
         coords[std::string(axis_name(a))] = k.get(a);
         groups[std::string(axis_name(a))] = mapping.group(a, r);
       }
-      ranks.push_back({{"rank", r}, {"node", p.node}, {"gpu", p.local_gpu}, {"numa", p.numa}, {"coords", coords},
+      ranks.push_back({{"rank", r},
+                       {"node", p.node},
+                       {"gpu", p.local_gpu},
+                       {"numa", p.numa},
+                       {"coords", coords},
                        {"groups", groups}});
     }
     l["ranks"] = ranks;
@@ -171,7 +174,8 @@ std::string inspect_json(const InspectReport& r) {
   json by_part = json::object();
   for (int i = 0; i < kPartCount; ++i) {
     const Amount& a = parts[static_cast<size_t>(i)];
-    if (a.bytes != 0) by_part[std::string(part_name(static_cast<Part>(i)))] = {{"bytes", a.bytes}, {"params", a.params}};
+    if (a.bytes != 0)
+      by_part[std::string(part_name(static_cast<Part>(i)))] = {{"bytes", a.bytes}, {"params", a.params}};
   }
   json layers = json::array();
   for (FfnKind k : s.layer_ffn) layers.push_back(k == FfnKind::moe ? "moe" : "dense");

@@ -14,7 +14,7 @@ void add(std::vector<LayoutIssue>& issues, const char* rule, std::vector<Axis> a
   issues.push_back({.rule = rule, .message = std::move(message), .axes = std::move(axes)});
 }
 
-// Rules that need the model. Sizes that could not be resolved (0) skip the rules that use them.
+// Rules that need the model. A size that could not be resolved (0) skips the rules that use it.
 void check_model_rules(const PlanTarget& t, const LayoutRequest& req, LayoutCheck& c) {
   const ModelShape& s = t.shape;
   const ParallelSizes& z = c.sizes;
@@ -53,7 +53,8 @@ void check_model_rules(const PlanTarget& t, const LayoutRequest& req, LayoutChec
     }
   };
   if (s.moe_layer_count() > 0) check_inter("expert_inter_divisible", Axis::etp, z.etp, m.inter, "expert");
-  if (s.dense_layer_count() > 0) check_inter("dense_inter_divisible", Axis::dense_tp, z.dense_tp, s.dense_inter, "dense MLP");
+  if (s.dense_layer_count() > 0)
+    check_inter("dense_inter_divisible", Axis::dense_tp, z.dense_tp, s.dense_inter, "dense MLP");
   if (s.moe_layer_count() > 0 && m.shared_inter > 0) {
     check_inter("shared_inter_divisible", Axis::dense_tp, z.dense_tp, m.shared_inter, "shared-expert");
   }
@@ -98,7 +99,7 @@ LayoutCheck check_layout(const PlanTarget& t, const LayoutRequest& req) {
   c.uses_fewer_gpus = r.uses_fewer_ranks;
   bool sizes_ok = true;
   for (Axis a : kAxes) sizes_ok = sizes_ok && c.sizes.get(a) >= 1;
-  if (sizes_ok) check_model_rules(t, req, c);
+  check_model_rules(t, req, c);  // each rule skips the sizes that could not be resolved (0)
   const ParallelSizes& z = c.sizes;
   const bool mappable = sizes_ok && z.dp * z.tp == z.edp * z.ep * z.etp && z.stage_size() % z.dense_tp == 0;
   if (mappable) {
@@ -122,8 +123,7 @@ LayoutCheck check_layout(const PlanTarget& t, const LayoutRequest& req) {
     }
     add(c.issues, "memory_fit", {Axis::tp, Axis::dp, Axis::pp, Axis::ep, Axis::etp, Axis::edp, Axis::dense_tp},
         fmt::format("does not fit in {} per {}: the fullest rank{} {} {} {}{}", format_bytes(worst.capacity_bytes),
-                    t.cluster.machine.gpu, z.stage_size() > 1 ? "s" : "",
-                    format_ranks(worst_ranks),
+                    t.cluster.machine.gpu, z.stage_size() > 1 ? "s" : "", format_ranks(worst_ranks),
                     z.stage_size() > 1 ? "hold" : "holds", describe_stage_memory(worst), others));
   }
   return c;

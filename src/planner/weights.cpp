@@ -9,16 +9,26 @@ namespace sy {
 
 std::string_view part_name(Part p) {
   switch (p) {
-    case Part::attention: return "attention";
-    case Part::norms: return "norms";
-    case Part::router: return "router";
-    case Part::experts: return "experts";
-    case Part::shared_experts: return "shared experts";
-    case Part::dense_mlp: return "dense MLP";
-    case Part::embedding: return "embedding";
-    case Part::lm_head: return "LM head";
-    case Part::nextn: return "MTP layers (not loaded)";
-    case Part::other: return "other";
+    case Part::attention:
+      return "attention";
+    case Part::norms:
+      return "norms";
+    case Part::router:
+      return "router";
+    case Part::experts:
+      return "experts";
+    case Part::shared_experts:
+      return "shared experts";
+    case Part::dense_mlp:
+      return "dense MLP";
+    case Part::embedding:
+      return "embedding";
+    case Part::lm_head:
+      return "LM head";
+    case Part::nextn:
+      return "MTP layers (not loaded)";
+    case Part::other:
+      return "other";
   }
   return "?";
 }
@@ -279,7 +289,8 @@ std::array<int64_t, kPartCount> rank_weight_bytes(const WeightTable& table, cons
     b[idx(Part::other)] += l.other.bytes;
   }
   if (first_stage) {
-    b[idx(Part::embedding)] += opt.vocab_parallel ? ceil_div(table.embedding.bytes, sz.dense_tp) : table.embedding.bytes;
+    b[idx(Part::embedding)] +=
+        opt.vocab_parallel ? ceil_div(table.embedding.bytes, sz.dense_tp) : table.embedding.bytes;
     b[idx(Part::other)] += table.other.bytes;
   }
   if (last_stage) {

@@ -14,7 +14,18 @@
 
 namespace sy {
 
-enum class Part : uint8_t { attention, norms, router, experts, shared_experts, dense_mlp, embedding, lm_head, nextn, other };
+enum class Part : uint8_t {
+  attention,
+  norms,
+  router,
+  experts,
+  shared_experts,
+  dense_mlp,
+  embedding,
+  lm_head,
+  nextn,
+  other
+};
 inline constexpr int kPartCount = 10;
 std::string_view part_name(Part p);  // "attention", "shared experts", ...
 
@@ -47,10 +58,10 @@ struct LayerWeights {
 struct WeightTable {
   std::vector<LayerWeights> layers;  // [n_layers]
   Amount embedding;
-  Amount lm_head;                    // zero when tied: the last stage holds a copy of the embedding
+  Amount lm_head;  // zero when tied: the last stage holds a copy of the embedding
   Amount final_norm;
-  Amount nextn;                      // multi-token-prediction layers: in the checkpoint, not loaded
-  Amount other;                      // global tensors no rule recognises
+  Amount nextn;  // multi-token-prediction layers: in the checkpoint, not loaded
+  Amount other;  // global tensors no rule recognises
   bool tied = false;
   std::vector<std::string> unrecognised;  // names of the tensors counted as "other"
 

@@ -2,6 +2,7 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "base/check.h"
@@ -95,7 +96,9 @@ bool Engine::step() {
     }
     if (!c.samples_next()) continue;
     const float* last = logits_.data() + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
+    const auto t0 = std::chrono::steady_clock::now();
     const int32_t token = e.sampler.sample(last, vocab);
+    sampling_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     e.result.output.push_back(token);
     c.seq->tokens.push_back(token);
     const bool stop = std::find(e.request.stop_tokens.begin(), e.request.stop_tokens.end(), token) !=

@@ -50,6 +50,8 @@ class Engine {
   const RequestResult& result(int64_t id) const;
   int64_t steps() const { return steps_; }
   int64_t tokens_processed() const { return tokens_processed_; }
+  // Host time spent choosing next tokens, summed over all steps.
+  double sampling_ms() const { return sampling_ms_; }
   const Scheduler& scheduler() const { return scheduler_; }
   // Checks the KV block accounting (every block owned exactly once).
   void check_integrity() const;
@@ -64,6 +66,7 @@ class Engine {
   std::vector<float> logits_;
   int64_t steps_ = 0;
   int64_t tokens_processed_ = 0;
+  double sampling_ms_ = 0.0;
 };
 
 }  // namespace sy

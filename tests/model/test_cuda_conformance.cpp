@@ -1,10 +1,15 @@
-// The CUDA backend on every fixture: greedy tokens identical to the transformers reference (which the
-// CPU backend matches to 1e-4), logits within the bf16 bound below, alone and batched.
+// The CUDA backend on every fixture, against the CPU backend in bf16 emulation (cpu-bf16: the same
+// bf16 rounding of weights, matrix-product inputs, embedding rows and KV cache, fp32 accumulation and
+// fp32 routers), with the fixture's prompts batched and chunked as in serving: identical greedy tokens
+// and logits within kLogitTolerance.
 //
-// Tolerance: the CUDA backend rounds weights (F32/F16 fixtures), matrix-product inputs and the KV
-// cache to bf16, whose relative rounding error is 2^-9 ≈ 0.2% per element. Through a few layers of
-// sums these stay of that order relative to the largest logit; 3e-2 of the row's max-abs logit
-// leaves a margin of about ten over what we measured (recorded in bench/results/cuda-tests.txt).
+// Why against cpu-bf16 and not the transformers fp32 reference directly: bf16 rounding moves hidden
+// states by about 2^-9 relative, and the tiny random fixtures have router top-k gaps down to ~1e-3,
+// so which expert a token picks can legitimately differ from an fp32 run; a flipped expert changes
+// that token's logits by far more than rounding. The CPU fp32 path is held to transformers at 1e-4 by
+// test_model. Here both sides round identically and differ only in fp32 summation order (~1e-6
+// relative), which one bf16 rounding step can turn into one bf16 ulp (2^-8) on an element; 1e-2 of the
+// row's max-abs logit leaves a margin over the ~1e-3 we measured (bench/results/cuda-tests.txt).
 #include <gtest/gtest.h>
 
 #include "backend/cuda/cuda_backend.h"
@@ -14,16 +19,15 @@
 namespace sy {
 namespace {
 
-constexpr double kBf16LogitTolerance = 3e-2;
+constexpr double kLogitTolerance = 1e-2;
 
-class CudaConformance : public ::testing::TestWithParam<std::string> {};
+struct Run {
+  std::vector<RequestResult> results;
+};
 
-TEST_P(CudaConformance, GreedyTokensAndLogits) {
-  const auto f = test::load_fixture(GetParam());
-  auto backend = make_cuda_backend(0);
-  auto model = load_model({.dir = f.dir}, *backend);
-  const int64_t vocab = model->info().vocab_size;
-  Engine engine(*model, *backend, {.block_size = 4, .kv_blocks = 64, .scheduler = {.max_batch_tokens = 8}});
+Run run_fixture(const test::Fixture& f, Backend& backend) {
+  auto model = load_model({.dir = f.dir}, backend);
+  Engine engine(*model, backend, {.block_size = 4, .kv_blocks = 64, .scheduler = {.max_batch_tokens = 8}});
   std::vector<int64_t> ids;
   for (size_t i = 0; i < f.prompts.size(); ++i) {
     const bool greedy = static_cast<int>(i) == f.greedy_prompt;
@@ -32,22 +36,35 @@ TEST_P(CudaConformance, GreedyTokensAndLogits) {
                               .keep_logits = true}));
   }
   engine.run();
-  double worst = 0.0;
+  Run r;
+  for (int64_t id : ids) r.results.push_back(engine.result(id));
+  return r;
+}
+
+class CudaConformance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaConformance, MatchesCpuBf16) {
+  const auto f = test::load_fixture(GetParam());
+  auto gpu = make_cuda_backend(0);
+  auto cpu = make_cpu_backend(/*emulate_bf16=*/true);
+  const Run g = run_fixture(f, *gpu), c = run_fixture(f, *cpu);
+  const int64_t vocab = f.greedy_logits.shape[1];
+  double worst = 0.0, vs_reference = 0.0;
   for (size_t i = 0; i < f.prompts.size(); ++i) {
-    const auto& r = engine.result(ids[i]);
-    const auto len = static_cast<int64_t>(f.prompts[i].size());
-    const double err = test::max_relative_row_error(r.logits.data(), f.prompt_logits[i].data.data(), len, vocab);
-    EXPECT_LE(err, kBf16LogitTolerance) << "prompt " << i;
+    const auto& gr = g.results[i];
+    const auto& cr = c.results[i];
+    EXPECT_EQ(gr.output, cr.output) << "prompt " << i;
+    ASSERT_EQ(gr.logits.size(), cr.logits.size());
+    const auto rows = static_cast<int64_t>(gr.logits.size()) / vocab;
+    const double err = test::max_relative_row_error(gr.logits.data(), cr.logits.data(), rows, vocab);
+    EXPECT_LE(err, kLogitTolerance) << "prompt " << i;
     worst = std::max(worst, err);
-    if (static_cast<int>(i) != f.greedy_prompt) continue;
-    EXPECT_EQ(r.output, f.greedy_tokens);
-    const auto steps = static_cast<int64_t>(f.greedy_tokens.size());
-    const double gen = test::max_relative_row_error(r.logits.data() + (len - 1) * vocab, f.greedy_logits.data.data(),
-                                                    steps, vocab);
-    EXPECT_LE(gen, kBf16LogitTolerance) << "greedy continuation";
-    worst = std::max(worst, gen);
+    const auto len = static_cast<int64_t>(f.prompts[i].size());
+    vs_reference = std::max(
+        vs_reference, test::max_relative_row_error(gr.logits.data(), f.prompt_logits[i].data.data(), len, vocab));
   }
-  std::printf("[ %s ] max relative logit error on CUDA: %.3g\n", GetParam().c_str(), worst);
+  std::printf("[ %s ] CUDA vs cpu-bf16: max relative logit error %.3g; CUDA vs transformers fp32 prompts: %.3g\n",
+              GetParam().c_str(), worst, vs_reference);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaConformance, ::testing::ValuesIn(test::fixture_names()),

@@ -1,6 +1,8 @@
 // CPU backend: host memory and the kernels in kernels/cpu.
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -29,15 +31,46 @@ uint64_t mix64(uint64_t x) {
 // Weights and KV on the CPU backend are fp32 (weight_dtype() and kv_dtype()).
 const float* f32(const void* p) { return static_cast<const float*>(p); }
 
+// With bf16 emulation the CPU backend rounds exactly where the CUDA backend stores or feeds bf16:
+// weights as they are used, matrix-product inputs, embedding rows and the KV cache. Accumulation stays
+// fp32 on both, so the two differ only in summation order: the oracle for GPU conformance.
+std::vector<float> rounded(const float* p, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = bf16_to_f32(f32_to_bf16(p[i]));
+  return v;
+}
+
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(bool emulate_bf16) : bf16_(emulate_bf16) {}
   Device device() const override { return Device::cpu; }
   DType weight_dtype() const override { return DType::f32; }
   DType kv_dtype() const override { return DType::f32; }
   std::unique_ptr<DeviceBuffer> alloc(size_t bytes) override { return std::make_unique<HostDeviceBuffer>(bytes); }
   void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_on_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void synchronize() override {}
+
+  void set_profiling(bool on) override {
+    profiling_ = on;
+    open_ = false;
+  }
+  void mark(Phase phase) override {
+    if (!profiling_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (open_) times_[static_cast<size_t>(current_)] += std::chrono::duration<double, std::milli>(now - since_).count();
+    current_ = phase;
+    since_ = now;
+    open_ = true;
+  }
+  PhaseTimes take_phase_times() override {
+    if (open_) mark(current_);
+    open_ = false;
+    const PhaseTimes out = times_;
+    times_ = {};
+    return out;
+  }
   void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
 
   void fill_random_normal(const RandomFillArgs& a) override {
@@ -52,27 +85,40 @@ class CpuBackend final : public Backend {
     }
   }
   void linear(const float* x, WeightPtr w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k) override {
-    cpu::linear(x, f32(w), f32(bias), y, m, n, k);
+    if (!bf16_) return cpu::linear(x, f32(w), f32(bias), y, m, n, k);
+    const auto xr = rounded(x, m * k), wr = rounded(f32(w), n * k);
+    const auto br = bias ? rounded(f32(bias), n) : std::vector<float>{};
+    cpu::linear(xr.data(), wr.data(), bias ? br.data() : nullptr, y, m, n, k);
   }
   void linear_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) override {
     cpu::linear(x, w, nullptr, y, m, n, k);
   }
   void rms_norm(const float* x, WeightPtr weight, float* y, int64_t rows, int64_t dim, float eps) override {
-    cpu::rms_norm(x, f32(weight), y, rows, dim, eps);
+    if (!bf16_) return cpu::rms_norm(x, f32(weight), y, rows, dim, eps);
+    cpu::rms_norm(x, rounded(f32(weight), dim).data(), y, rows, dim, eps);
   }
   void add_rms_norm(float* residual, const float* x, WeightPtr weight, float* y, int64_t rows, int64_t dim,
                     float eps) override {
-    cpu::add_rms_norm(residual, x, f32(weight), y, rows, dim, eps);
+    if (!bf16_) return cpu::add_rms_norm(residual, x, f32(weight), y, rows, dim, eps);
+    cpu::add_rms_norm(residual, x, rounded(f32(weight), dim).data(), y, rows, dim, eps);
   }
   void embedding(WeightPtr table, const int32_t* ids, float* out, int64_t tokens, int64_t dim) override {
     cpu::embedding(f32(table), ids, out, tokens, dim);
+    if (bf16_) {
+      for (int64_t i = 0; i < tokens * dim; ++i) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
+    }
   }
   void silu_mul(const float* gate_up, float* out, int64_t rows, int64_t inter) override {
     cpu::silu_mul(gate_up, out, rows, inter);
   }
   void rope(const RopeArgs& a) override { cpu::rope(a); }
   void kv_write(const KvWriteCall& a) override {
-    cpu::kv_write({.k = a.k, .v = a.v, .slots = a.slots, .k_cache = static_cast<float*>(a.k_cache),
+    std::vector<float> kr, vr;
+    if (bf16_) {
+      kr = rounded(a.k, a.tokens * a.kv_heads * a.head_dim);
+      vr = rounded(a.v, a.tokens * a.kv_heads * a.v_head_dim);
+    }
+    cpu::kv_write({.k = bf16_ ? kr.data() : a.k, .v = bf16_ ? vr.data() : a.v, .slots = a.slots, .k_cache = static_cast<float*>(a.k_cache),
                    .v_cache = static_cast<float*>(a.v_cache), .tokens = a.tokens, .kv_heads = a.kv_heads,
                    .head_dim = a.head_dim, .v_head_dim = a.v_head_dim});
   }
@@ -91,10 +137,19 @@ class CpuBackend final : public Backend {
                         int64_t dim) override {
     cpu::scatter_add_rows(dst, rows, weights, src, n, dim);
   }
+
+
+ private:
+  bool bf16_;
+  bool profiling_ = false;
+  bool open_ = false;
+  Phase current_ = Phase::other;
+  std::chrono::steady_clock::time_point since_;
+  PhaseTimes times_{};
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(bool emulate_bf16) { return std::make_unique<CpuBackend>(emulate_bf16); }
 
 }  // namespace sy

@@ -3,6 +3,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <vector>
+
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "base/check.h"
@@ -48,6 +50,7 @@ class CudaBackend final : public Backend {
     check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
   }
   ~CudaBackend() override {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
     cublasDestroy(cublas_);
     cudaStreamDestroy(stream_);
   }
@@ -65,7 +68,38 @@ class CudaBackend final : public Backend {
     check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync(D2H)");
     check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
+  void copy_on_device(void* dst, const void* src, size_t bytes) override {
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync(D2D)");
+  }
   void synchronize() override { check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+  void set_profiling(bool on) override {
+    profiling_ = on;
+    marks_.clear();
+  }
+  void mark(Phase phase) override {
+    if (!profiling_) return;
+    if (marks_.size() == events_.size()) {
+      cudaEvent_t e;
+      check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+      events_.push_back(e);
+    }
+    check_cuda(cudaEventRecord(events_[marks_.size()], stream_), "cudaEventRecord");
+    marks_.push_back(phase);
+  }
+  PhaseTimes take_phase_times() override {
+    PhaseTimes out{};
+    if (marks_.empty()) return out;
+    mark(marks_.back());  // closes the last phase
+    check_cuda(cudaEventSynchronize(events_[marks_.size() - 1]), "cudaEventSynchronize");
+    for (size_t i = 0; i + 1 < marks_.size(); ++i) {
+      float ms = 0.0f;
+      check_cuda(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]), "cudaEventElapsedTime");
+      out[static_cast<size_t>(marks_[i])] += ms;
+    }
+    marks_.clear();
+    return out;
+  }
 
   void fill_random_normal(const RandomFillArgs& a) override {
     cuda::fill_random_normal_bf16(static_cast<bf16_bits*>(a.dst), a.n, a.seed, a.mean, a.stddev, stream_);
@@ -152,6 +186,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<CudaBuffer> x_bf16_;
+  bool profiling_ = false;
+  std::vector<cudaEvent_t> events_;  // pool, reused across steps
+  std::vector<Phase> marks_;         // phase starting at events_[i]
 };
 
 }  // namespace

@@ -195,7 +195,9 @@ void paged_attention(const PagedAttentionArgs& a) {
            "paged_attention: need block_size > 0 and sliding_window >= 0, got block_size={} sliding_window={}",
            a.block_size, a.sliding_window);
   const int64_t group = a.n_heads / a.kv_heads;
-#pragma omp parallel
+  // Small steps (a few decode tokens over short contexts) run faster on one thread than the cost of
+  // waking the team.
+#pragma omp parallel if (a.tokens * a.n_heads * a.max_blocks * a.block_size * a.head_dim >= 4 * kParallelMinFloats)
   {
     std::vector<int64_t> slots;
     std::vector<float> probs;  // [group, n_keys]

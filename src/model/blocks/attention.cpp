@@ -33,6 +33,7 @@ void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaA
                            const GqaAttentionWeights& w, const RopeView& rope, const float* x, float* out,
                            void* k_cache, void* v_cache) {
   Backend& be = *step.backend;
+  be.mark(Phase::attention);
   const int64_t T = step.tokens, q_dim = c.n_heads * c.head_dim, kv_dim = c.kv_heads * c.head_dim;
   float* q = scratch.get<float>(kQ, T * q_dim);
   float* k = scratch.get<float>(kK, T * kv_dim);

@@ -24,6 +24,7 @@ DenseMlpWeights bind_dense_mlp(WeightLoader& loader, const std::string& prefix, 
 void dense_mlp_forward(const StepContext& step, Scratch& scratch, const DenseMlpWeights& w, const float* x,
                        float* out) {
   Backend& be = *step.backend;
+  be.mark(Phase::dense);
   const int64_t T = step.tokens;
   float* gate_up = scratch.get<float>(kGateUp, T * 2 * w.inter);
   float* act = scratch.get<float>(kAct, T * w.inter);
@@ -53,6 +54,7 @@ MoeWeights bind_moe(WeightLoader& loader, const std::string& router_name, const 
 void moe_forward(const StepContext& step, Scratch& scratch, const MoeConfig& c, const MoeWeights& w, const float* x,
                  float* out) {
   Backend& be = *step.backend;
+  be.mark(Phase::router);
   const int64_t T = step.tokens, K = c.top_k, TK = T * K;
   float* logits = scratch.get<float>(kRouterLogits, T * c.n_experts);
   int32_t* ids = scratch.get<int32_t>(kExpertIds, TK);
@@ -95,10 +97,12 @@ void moe_forward(const StepContext& step, Scratch& scratch, const MoeConfig& c, 
   for (int64_t e = 0; e < c.n_experts; ++e) {
     const int64_t begin = offsets[static_cast<size_t>(e)], n = offsets[static_cast<size_t>(e) + 1] - begin;
     if (n == 0) continue;
+    be.mark(Phase::experts);
     be.gather_rows(x, d_rows + begin, xe, n, c.hidden);
     be.linear(xe, weight_at(be, w.gate_up, e * 2 * c.inter * c.hidden), nullptr, gate_up, n, 2 * c.inter, c.hidden);
     be.silu_mul(gate_up, act, n, c.inter);
     be.linear(act, weight_at(be, w.down, e * c.hidden * c.inter), nullptr, ye, n, c.hidden, c.inter);
+    be.mark(Phase::combine);
     be.scatter_add_rows(out, d_rows + begin, d_row_w + begin, ye, n, c.hidden);
   }
 }

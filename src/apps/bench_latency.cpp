@@ -1,0 +1,247 @@
+// `switchyard bench latency`: engine-level prefill and decode timings per batch size, with the memory
+// (and compute) floor of each step from design.md, the ratio "% of limit", and where the time goes.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "apps/commands.h"
+#include "base/check.h"
+#include "runtime/engine.h"
+
+namespace sy {
+
+namespace {
+
+struct BenchOptions {
+  std::string model;
+  std::string device = "cpu";
+  bool random_weights = false;
+  uint64_t seed = 0;
+  int64_t layers = 0;
+  std::vector<int64_t> batches = {1, 10, 64, 256};
+  int64_t input_len = 512;
+  int64_t output_len = 128;
+  int64_t max_batch_tokens = 8192;
+  int64_t block_size = 16;
+  std::string json;
+};
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Device copy bandwidth in bytes/s, counting bytes read plus bytes written; median of 9 after warm-up.
+double measure_copy_bandwidth(Backend& be) {
+  const size_t bytes = be.device() == Device::cpu ? (size_t(256) << 20) : (size_t(1) << 30);
+  auto a = be.alloc(bytes), b = be.alloc(bytes);
+  be.fill_random_normal({.dst = a->data(), .n = static_cast<int64_t>(bytes / dtype_size(be.weight_dtype())),
+                         .seed = 1});
+  std::vector<double> t;
+  for (int i = 0; i < 12; ++i) {
+    be.synchronize();
+    const auto t0 = Clock::now();
+    be.copy_on_device(b->data(), a->data(), bytes);
+    be.synchronize();
+    if (i >= 3) t.push_back(ms_since(t0));
+  }
+  return 2.0 * static_cast<double>(bytes) / (median(t) * 1e-3);
+}
+
+// Matrix-product rate in FLOP/s through the backend's own linear (its weight type, fp32 accumulation).
+double measure_matrix_rate(Backend& be) {
+  const int64_t n = be.device() == Device::cpu ? 1024 : 8192;
+  auto w = be.alloc(static_cast<size_t>(n * n) * dtype_size(be.weight_dtype()));
+  auto x = be.alloc(static_cast<size_t>(n * n) * sizeof(float));
+  auto y = be.alloc(static_cast<size_t>(n * n) * sizeof(float));
+  be.fill_random_normal({.dst = w->data(), .n = n * n, .seed = 2});
+  std::vector<float> host(static_cast<size_t>(n * n));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (auto& v : host) v = normal(rng);
+  be.copy_to_device(x->data(), host.data(), host.size() * sizeof(float));
+  std::vector<double> t;
+  for (int i = 0; i < 8; ++i) {
+    be.synchronize();
+    const auto t0 = Clock::now();
+    be.linear(x->as<float>(), w->data(), nullptr, y->as<float>(), n, n, n);
+    be.synchronize();
+    if (i >= 2) t.push_back(ms_since(t0));
+  }
+  return 2.0 * std::pow(static_cast<double>(n), 3) / (median(t) * 1e-3);
+}
+
+double experts_touched(const ReadCost::MoeLayer& l, double tokens) {
+  const double e = static_cast<double>(l.n_experts), k = static_cast<double>(l.top_k);
+  return e * (1.0 - std::pow(1.0 - k / e, tokens));
+}
+
+// Bytes a step over `tokens` new tokens whose sequences hold `context` tokens in all must read.
+double step_bytes(const ReadCost& c, double tokens, double context) {
+  double bytes = c.always_bytes + tokens * c.embedding_row_bytes + context * c.kv_bytes_per_token;
+  for (const auto& l : c.moe_layers) bytes += experts_touched(l, tokens) * l.expert_bytes;
+  return bytes;
+}
+
+struct BatchResult {
+  int64_t batch = 0;
+  double prefill_ms = 0, prefill_tok_s = 0, prefill_floor_ms = 0;
+  double decode_step_ms = 0, decode_tok_s = 0, decode_floor_ms = 0, decode_floor_bytes = 0;
+  PhaseTimes phases{};
+  double sampling_ms = 0, other_ms = 0;
+};
+
+BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t B, double bandwidth,
+                      double matrix_rate) {
+  const ModelInfo& info = model.info();
+  const int64_t per_seq = o.input_len + o.output_len;
+  EngineConfig config{.block_size = o.block_size,
+                      .kv_blocks = B * ((per_seq + o.block_size - 1) / o.block_size) + B,
+                      .scheduler = {.max_batch_tokens = o.max_batch_tokens, .max_seqs = std::max<int64_t>(B, 1)}};
+  Engine engine(model, be, config);
+  std::mt19937 rng(static_cast<uint32_t>(1000 + B));
+  std::uniform_int_distribution<int32_t> token(1, static_cast<int32_t>(info.vocab_size - 1));
+  std::vector<int64_t> ids;
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<int32_t> prompt(static_cast<size_t>(o.input_len));
+    for (auto& t : prompt) t = token(rng);
+    ids.push_back(engine.add({.prompt = prompt, .max_new_tokens = o.output_len}));
+  }
+  BatchResult r{.batch = B};
+  const auto all_prefilled = [&] {
+    return std::all_of(ids.begin(), ids.end(), [&](int64_t id) { return !engine.result(id).output.empty(); });
+  };
+  be.synchronize();
+  const auto t0 = Clock::now();
+  while (!all_prefilled()) engine.step();
+  be.synchronize();
+  r.prefill_ms = ms_since(t0);
+  const double T = static_cast<double>(B * o.input_len);
+  r.prefill_tok_s = T / (r.prefill_ms * 1e-3);
+  const ReadCost& c = info.cost;
+  const double prefill_flops = 2.0 * T * c.active_params_per_token +
+                               2.0 * T * (static_cast<double>(o.input_len) / 2.0) * static_cast<double>(c.attn_heads_x_dims);
+  double prefill_bytes = c.always_bytes + T * c.embedding_row_bytes + T * c.kv_bytes_per_token;
+  for (const auto& l : c.moe_layers) prefill_bytes += experts_touched(l, T) * l.expert_bytes;
+  r.prefill_floor_ms = 1e3 * std::max(prefill_flops / matrix_rate, prefill_bytes / bandwidth);
+
+  // Decode: every step now carries exactly one token per sequence.
+  std::vector<double> step_ms;
+  be.set_profiling(true);
+  be.take_phase_times();
+  const double sampling0 = engine.sampling_ms();
+  int64_t steps = 0;
+  while (!engine.scheduler().idle()) {
+    const auto s0 = Clock::now();
+    engine.step();
+    be.synchronize();
+    step_ms.push_back(ms_since(s0));
+    ++steps;
+  }
+  const PhaseTimes phases = be.take_phase_times();
+  be.set_profiling(false);
+  SY_CHECK(steps > 0, "no decode steps ran; use --output-len of at least 2");
+  r.decode_step_ms = median(step_ms);
+  r.decode_tok_s = static_cast<double>(B) / (r.decode_step_ms * 1e-3);
+  const double context = static_cast<double>(B) * (static_cast<double>(o.input_len) + static_cast<double>(o.output_len) / 2.0);
+  r.decode_floor_bytes = step_bytes(c, static_cast<double>(B), context);
+  r.decode_floor_ms = 1e3 * r.decode_floor_bytes / bandwidth;
+  double mean_step = 0;
+  for (double s : step_ms) mean_step += s / static_cast<double>(steps);
+  double accounted = 0;
+  for (int p = 0; p < kPhaseCount; ++p) {
+    r.phases[static_cast<size_t>(p)] = phases[static_cast<size_t>(p)] / static_cast<double>(steps);
+    accounted += r.phases[static_cast<size_t>(p)];
+  }
+  r.sampling_ms = (engine.sampling_ms() - sampling0) / static_cast<double>(steps);
+  // "other" holds the marked other phase plus host time between device work (launches, syncs).
+  r.other_ms = std::max(0.0, mean_step - accounted - r.sampling_ms) + r.phases[static_cast<size_t>(Phase::other)];
+  return r;
+}
+
+int run_bench_latency(const BenchOptions& o) {
+  SY_CHECK(o.input_len >= 1 && o.output_len >= 2, "--input-len must be >= 1 and --output-len >= 2, got {} and {}",
+           o.input_len, o.output_len);
+  for (int64_t b : o.batches) SY_CHECK(b >= 1, "--batch sizes must be >= 1, got {}", b);
+  auto backend = make_backend(o.device);
+  const auto t_load = Clock::now();
+  auto model = load_model({.dir = o.model, .random_weights = o.random_weights, .seed = o.seed, .max_layers = o.layers},
+                          *backend);
+  backend->synchronize();
+  const double load_s = ms_since(t_load) / 1e3;
+  const double bandwidth = measure_copy_bandwidth(*backend);
+  const double matrix_rate = measure_matrix_rate(*backend);
+  std::printf("model %s, %lld layers, %.2f GB of weights loaded in %.1f s; device %s: copy %.0f GB/s, matrix %.0f TFLOP/s\n",
+              model->info().architecture.c_str(), static_cast<long long>(model->info().n_layers),
+              static_cast<double>(model->info().weight_bytes) / 1e9, load_s, o.device.c_str(), bandwidth / 1e9,
+              matrix_rate / 1e12);
+  std::printf("input %lld, output %lld tokens per sequence\n\n", static_cast<long long>(o.input_len),
+              static_cast<long long>(o.output_len));
+  std::printf("%6s %12s %9s | %9s %11s %9s %7s | %9s %7s %8s %8s %8s %7s %8s %7s  (decode ms/step)\n", "batch",
+              "prefill tok/s", "% limit", "step ms", "decode tok/s", "floor ms", "% limit", "attention", "router",
+              "experts", "combine", "dense", "norms", "sampling", "other");
+  nlohmann::json out = {{"model", model->info().architecture}, {"device", o.device},
+                        {"layers", model->info().n_layers}, {"input_len", o.input_len}, {"output_len", o.output_len},
+                        {"copy_bandwidth_gb_s", bandwidth / 1e9}, {"matrix_tflop_s", matrix_rate / 1e12},
+                        {"weight_gb", static_cast<double>(model->info().weight_bytes) / 1e9}, {"results", nlohmann::json::array()}};
+  for (int64_t B : o.batches) {
+    const BatchResult r = run_batch(*model, *backend, o, B, bandwidth, matrix_rate);
+    const auto ph = [&](Phase p) { return r.phases[static_cast<size_t>(p)]; };
+    std::printf("%6lld %12.0f %8.1f%% | %9.3f %11.0f %9.3f %6.1f%% | %9.3f %7.3f %8.3f %8.3f %8.3f %7.3f %8.3f %7.3f\n",
+                static_cast<long long>(B), r.prefill_tok_s, 100.0 * r.prefill_floor_ms / r.prefill_ms, r.decode_step_ms,
+                r.decode_tok_s, r.decode_floor_ms, 100.0 * r.decode_floor_ms / r.decode_step_ms, ph(Phase::attention),
+                ph(Phase::router), ph(Phase::experts), ph(Phase::combine), ph(Phase::dense), ph(Phase::norms),
+                r.sampling_ms, r.other_ms);
+    std::fflush(stdout);
+    nlohmann::json phases;
+    for (int p = 0; p < kPhaseCount; ++p) {
+      if (static_cast<Phase>(p) != Phase::other) phases[phase_name(static_cast<Phase>(p))] = r.phases[static_cast<size_t>(p)];
+    }
+    phases["sampling"] = r.sampling_ms;
+    phases["other"] = r.other_ms;
+    out["results"].push_back({{"batch", B}, {"prefill_ms", r.prefill_ms}, {"prefill_tok_s", r.prefill_tok_s},
+                              {"prefill_floor_ms", r.prefill_floor_ms},
+                              {"prefill_pct_of_limit", 100.0 * r.prefill_floor_ms / r.prefill_ms},
+                              {"decode_step_ms", r.decode_step_ms}, {"decode_tok_s", r.decode_tok_s},
+                              {"decode_floor_ms", r.decode_floor_ms}, {"decode_floor_bytes", r.decode_floor_bytes},
+                              {"decode_pct_of_limit", 100.0 * r.decode_floor_ms / r.decode_step_ms},
+                              {"decode_phase_ms", phases}});
+  }
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    SY_CHECK(f.good(), "cannot write --json file {}", o.json);
+    f << out.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandMain add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  CLI::App* cmd = bench->add_subcommand("latency", "engine-level prefill and decode step times against the floor");
+  cmd->add_option("--model", o->model, "Hugging Face model folder (with --random-weights only config.json)")->required();
+  cmd->add_option("--device", o->device, "cpu, cuda or cuda:N");
+  cmd->add_flag("--random-weights", o->random_weights, "seeded random weights; only config.json is read");
+  cmd->add_option("--seed", o->seed, "random-weight seed");
+  cmd->add_option("--layers", o->layers, "keep only the first N layers")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batches, "batch sizes, e.g. 1,10,64,256")->delimiter(',');
+  cmd->add_option("--input-len", o->input_len, "prompt tokens per sequence")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--output-len", o->output_len, "generated tokens per sequence")->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per forward pass (prefill chunk)")
+      ->check(CLI::Range(1, 1 << 22));
+  cmd->add_option("--block-size", o->block_size, "KV cache block size")->check(CLI::Range(1, 4096));
+  cmd->add_option("--json", o->json, "also write the results as JSON to this file");
+  return [o, cmd] { return cmd->parsed() ? run_bench_latency(*o) : 2; };
+}
+
+}  // namespace sy

@@ -1,0 +1,60 @@
+// Helpers of the planner tests: the test configs, the fixtures present, and targets to check layouts on.
+#pragma once
+
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "planner/planner.h"
+
+namespace sy::test {
+
+inline std::filesystem::path planner_configs_dir() {
+  return std::filesystem::path(SY_SOURCE_DIR) / "tests" / "planner" / "configs";
+}
+
+inline std::filesystem::path planner_config(const std::string& name) { return planner_configs_dir() / name; }
+
+// Tiny checkpoints made by transformers (tests/fixtures/<name>/ with config.json and safetensors).
+inline std::vector<std::filesystem::path> checkpoint_fixtures() {
+  std::vector<std::filesystem::path> out;
+  const auto dir = std::filesystem::path(SY_SOURCE_DIR) / "tests" / "fixtures";
+  for (const char* name : {"qwen3_moe_base", "qwen3_moe_variant", "mixtral_base", "mixtral_variant"}) {
+    const auto d = dir / name;
+    if (std::filesystem::exists(d / "config.json")) out.push_back(d);
+  }
+  return out;
+}
+
+// Every model folder the tests check layouts against: the published-size configs and the fixtures.
+inline std::vector<std::filesystem::path> all_model_dirs() {
+  std::vector<std::filesystem::path> out;
+  for (const char* name : {"qwen3_30b_a3b", "mixtral_8x7b", "kimi_k2", "glm4_5", "deepseek_v32"}) {
+    out.push_back(planner_config(name));
+  }
+  for (const auto& d : checkpoint_fixtures()) out.push_back(d);
+  return out;
+}
+
+inline PlanTarget target_for(const std::filesystem::path& dir, const std::string& machine, int gpus,
+                             bool check_memory = true, MemoryOptions memory = {}) {
+  PlanTarget t = load_plan_target(dir, make_cluster(find_machine(machine), gpus, std::nullopt), memory, false);
+  t.check_memory = check_memory;
+  return t;
+}
+
+inline std::set<std::string> rule_ids(const LayoutCheck& c) {
+  std::set<std::string> out;
+  for (const auto& i : c.issues) out.insert(i.rule);
+  return out;
+}
+
+inline const LayoutIssue* find_issue(const LayoutCheck& c, const std::string& rule) {
+  for (const auto& i : c.issues) {
+    if (i.rule == rule) return &i;
+  }
+  return nullptr;
+}
+
+}  // namespace sy::test
