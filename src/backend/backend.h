@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "tensor/tensor.h"
@@ -71,6 +72,22 @@ struct AttentionCall {
   int64_t sliding_window = 0;
 };
 
+// The routed experts of one MoE layer: out[t] = Σ_k weights[t, k] · expert_{ids[t, k]}(x[t]) with
+// expert(x) = down(silu(gate x) · up x). Routing itself (which experts, which weights) is the model's.
+struct MoeExpertsCall {
+  const float* x = nullptr;             // [tokens, hidden]
+  const int32_t* expert_ids = nullptr;  // [tokens, top_k] device
+  const float* weights = nullptr;       // [tokens, top_k] device, the final combine weights
+  WeightPtr gate_up = nullptr;          // [n_experts, 2 * inter, hidden], gate rows first
+  WeightPtr down = nullptr;             // [n_experts, hidden, inter]
+  float* out = nullptr;                 // [tokens, hidden], overwritten
+  int64_t tokens = 0;
+  int64_t hidden = 0;
+  int64_t inter = 0;
+  int64_t n_experts = 0;
+  int64_t top_k = 0;
+};
+
 // Where a step's device time goes. The model marks the start of each phase; a phase lasts until the
 // next mark. Sampling is host time and is measured by the caller.
 enum class Phase : uint8_t { attention, router, experts, combine, dense, norms, other };
@@ -117,6 +134,21 @@ class Backend {
   virtual void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim) = 0;
   virtual void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n,
                                 int64_t dim) = 0;
+  virtual void moe_experts(const MoeExpertsCall& c) = 0;
+};
+
+// moe_experts by grouping (token, k) pairs per expert on the host, then gather → gate_up → SiLU·mul
+// → down → weighted scatter-add per touched expert, all through `backend`'s own ops. Grow-only scratch.
+class GroupedMoe {
+ public:
+  void run(Backend& backend, const MoeExpertsCall& c);
+
+ private:
+  void* scratch(Backend& backend, int id, size_t bytes);
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
+  std::vector<int32_t> ids_, rows_;
+  std::vector<float> weights_, row_weights_;
+  std::vector<int64_t> offsets_, fill_;
 };
 
 // Element `i` of a weight array of the backend's weight dtype.

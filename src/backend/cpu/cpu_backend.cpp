@@ -137,10 +137,12 @@ class CpuBackend final : public Backend {
                         int64_t dim) override {
     cpu::scatter_add_rows(dst, rows, weights, src, n, dim);
   }
+  void moe_experts(const MoeExpertsCall& c) override { grouped_moe_.run(*this, c); }
 
 
  private:
   bool bf16_;
+  GroupedMoe grouped_moe_;
   bool profiling_ = false;
   bool open_ = false;
   Phase current_ = Phase::other;

@@ -171,6 +171,7 @@ class CudaBackend final : public Backend {
                         int64_t dim) override {
     cuda::scatter_add_rows(dst, rows, weights, src, n, dim, stream_);
   }
+  void moe_experts(const MoeExpertsCall& c) override { grouped_moe_.run(*this, c); }
 
  private:
   // Scratch for the bf16 copy of a matrix-product input; grows, never shrinks.
@@ -187,6 +188,7 @@ class CudaBackend final : public Backend {
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<CudaBuffer> x_bf16_;
   bool profiling_ = false;
+  GroupedMoe grouped_moe_;
   std::vector<cudaEvent_t> events_;  // pool, reused across steps
   std::vector<Phase> marks_;         // phase starting at events_[i]
 };

@@ -1,0 +1,65 @@
+// GroupedMoe: the portable routed-experts path, built from each backend's primitive ops.
+#include <algorithm>
+
+#include "backend/backend.h"
+
+namespace sy {
+
+void* GroupedMoe::scratch(Backend& backend, int id, size_t bytes) {
+  const auto i = static_cast<size_t>(id);
+  if (buffers_.size() <= i) buffers_.resize(i + 1);
+  if (!buffers_[i] || buffers_[i]->size() < bytes) {
+    backend.synchronize();  // the old buffer may still be read by queued work
+    buffers_[i] = backend.alloc(bytes + bytes / 4 + 64);
+  }
+  return buffers_[i]->data();
+}
+
+void GroupedMoe::run(Backend& be, const MoeExpertsCall& c) {
+  const int64_t T = c.tokens, K = c.top_k, TK = T * K;
+  const auto uTK = static_cast<size_t>(TK), E = static_cast<size_t>(c.n_experts);
+  be.mark(Phase::router);
+  // Group the (token, k) pairs by expert on the host, tokens in order within each expert.
+  ids_.resize(uTK);
+  weights_.resize(uTK);
+  be.copy_to_host(ids_.data(), c.expert_ids, uTK * sizeof(int32_t));
+  be.copy_to_host(weights_.data(), c.weights, uTK * sizeof(float));
+  offsets_.assign(E + 1, 0);
+  for (int32_t e : ids_) ++offsets_[static_cast<size_t>(e) + 1];
+  for (size_t e = 0; e < E; ++e) offsets_[e + 1] += offsets_[e];
+  rows_.resize(uTK);
+  row_weights_.resize(uTK);
+  fill_.assign(offsets_.begin(), offsets_.end() - 1);
+  for (size_t i = 0; i < uTK; ++i) {
+    const auto at = static_cast<size_t>(fill_[static_cast<size_t>(ids_[i])]++);
+    rows_[at] = static_cast<int32_t>(static_cast<int64_t>(i) / K);
+    row_weights_[at] = weights_[i];
+  }
+  auto* d_rows = static_cast<int32_t*>(scratch(be, 0, uTK * sizeof(int32_t)));
+  auto* d_row_w = static_cast<float*>(scratch(be, 1, uTK * sizeof(float)));
+  be.copy_to_device(d_rows, rows_.data(), uTK * sizeof(int32_t));
+  be.copy_to_device(d_row_w, row_weights_.data(), uTK * sizeof(float));
+
+  int64_t max_rows = 0;
+  for (size_t e = 0; e < E; ++e) max_rows = std::max(max_rows, offsets_[e + 1] - offsets_[e]);
+  const auto f = [&](int id, int64_t n) { return static_cast<float*>(scratch(be, id, static_cast<size_t>(n) * 4)); };
+  float* xe = f(2, max_rows * c.hidden);
+  float* gate_up = f(3, max_rows * 2 * c.inter);
+  float* act = f(4, max_rows * c.inter);
+  float* ye = f(5, max_rows * c.hidden);
+  be.zero(c.out, static_cast<size_t>(T * c.hidden) * sizeof(float));
+  for (size_t e = 0; e < E; ++e) {
+    const int64_t begin = offsets_[e], n = offsets_[e + 1] - begin;
+    if (n == 0) continue;
+    const auto ei = static_cast<int64_t>(e);
+    be.mark(Phase::experts);
+    be.gather_rows(c.x, d_rows + begin, xe, n, c.hidden);
+    be.linear(xe, weight_at(be, c.gate_up, ei * 2 * c.inter * c.hidden), nullptr, gate_up, n, 2 * c.inter, c.hidden);
+    be.silu_mul(gate_up, act, n, c.inter);
+    be.linear(act, weight_at(be, c.down, ei * c.hidden * c.inter), nullptr, ye, n, c.hidden, c.inter);
+    be.mark(Phase::combine);
+    be.scatter_add_rows(c.out, d_rows + begin, d_row_w + begin, ye, n, c.hidden);
+  }
+}
+
+}  // namespace sy
