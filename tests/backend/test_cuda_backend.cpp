@@ -132,8 +132,17 @@ TEST_F(CudaVsCpu, NormsEmbeddingSiluRope) {
   for (size_t k = 0; k < r[0].size(); ++k) EXPECT_LE(rel_err(r[1][k], r[0][k]), kTol) << "output " << k;
 }
 
-TEST_F(CudaVsCpu, PagedAttentionMixedPrefillAndDecodeWithShuffledBlocks) {
-  const int64_t n_heads = 6, kv_heads = 2, hd = 24, bs = 4, max_blocks = 6, n_blocks = 16;
+class CudaAttention : public CudaVsCpu, public ::testing::WithParamInterface<std::tuple<int, int, int>> {};
+
+// Shapes that take the generic kernel (head_dim 24, group 3) and the warp kernel (head_dim 64 / 128,
+// groups 4 and 8, as Mixtral and Qwen3-30B-A3B).
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
+                         ::testing::Values(std::tuple{6, 2, 24}, std::tuple{8, 2, 64}, std::tuple{32, 4, 128},
+                                           std::tuple{16, 16, 32}));
+
+TEST_P(CudaAttention, PagedAttentionMixedPrefillAndDecodeWithShuffledBlocks) {
+  const auto [nh, kvh, d] = GetParam();
+  const int64_t n_heads = nh, kv_heads = kvh, hd = d, bs = 4, max_blocks = 6, n_blocks = 16;
   // Sequence 0 prefills 9 tokens (positions 0..8); sequence 1 decodes one token at position 17.
   std::vector<int32_t> tables = {3, 7, 1, 0, 0, 0, 9, 2, 14, 5, 11, 0};
   std::vector<int32_t> token_seq, positions, slots;
@@ -196,6 +205,34 @@ TEST_F(CudaVsCpu, RoutingGatherScatter) {
     EXPECT_LE(rel_err(wts[1], wts[0]), 1e-5);
     EXPECT_EQ(gathered[1], gathered[0]);
     EXPECT_LE(rel_err(scattered[1], scattered[0]), 1e-5);
+  }
+}
+
+// The routed experts: few pairs take the GEMV path, many the grouped path; both against the CPU.
+TEST_F(CudaVsCpu, MoeExpertsSmallAndLargeBatches) {
+  const int64_t E = 16, K = 4, H = 256, I = 96;
+  const auto gate_up = randn(size_t(E * 2 * I * H), rng_, true), down = randn(size_t(E * H * I), rng_, true);
+  for (int64_t T : {1, 3, 40}) {
+    const auto x = randn(size_t(T * H), rng_);
+    std::vector<int32_t> ids(size_t(T * K));
+    std::vector<float> w(size_t(T * K));
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t k = 0; k < K; ++k) {
+        ids[size_t(t * K + k)] = int32_t((t * 7 + k * 5) % E);  // distinct within a token
+        w[size_t(t * K + k)] = 0.1f + 0.2f * float(k);
+      }
+    }
+    std::vector<float> r[2];
+    int i = 0;
+    for (Backend* be : {cpu_.get(), gpu_.get()}) {
+      Dev d(*be);
+      float* out = d.out(size_t(T * H));
+      be->moe_experts({.x = d.f32(x), .expert_ids = d.i32(ids), .weights = d.f32(w), .gate_up = d.weight(gate_up),
+                       .down = d.weight(down), .out = out, .tokens = T, .hidden = H, .inter = I, .n_experts = E,
+                       .top_k = K});
+      r[i++] = d.host(out, size_t(T * H));
+    }
+    EXPECT_LE(rel_err(r[1], r[0]), kTol) << "tokens " << T;
   }
 }
 

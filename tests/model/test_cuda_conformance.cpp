@@ -21,11 +21,11 @@ namespace {
 
 constexpr double kLogitTolerance = 1e-2;
 
-struct Run {
+struct FixtureRun {
   std::vector<RequestResult> results;
 };
 
-Run run_fixture(const test::Fixture& f, Backend& backend) {
+FixtureRun run_fixture(const test::Fixture& f, Backend& backend) {
   auto model = load_model({.dir = f.dir}, backend);
   Engine engine(*model, backend, {.block_size = 4, .kv_blocks = 64, .scheduler = {.max_batch_tokens = 8}});
   std::vector<int64_t> ids;
@@ -36,7 +36,7 @@ Run run_fixture(const test::Fixture& f, Backend& backend) {
                               .keep_logits = true}));
   }
   engine.run();
-  Run r;
+  FixtureRun r;
   for (int64_t id : ids) r.results.push_back(engine.result(id));
   return r;
 }
@@ -47,7 +47,7 @@ TEST_P(CudaConformance, MatchesCpuBf16) {
   const auto f = test::load_fixture(GetParam());
   auto gpu = make_cuda_backend(0);
   auto cpu = make_cpu_backend(/*emulate_bf16=*/true);
-  const Run g = run_fixture(f, *gpu), c = run_fixture(f, *cpu);
+  const FixtureRun g = run_fixture(f, *gpu), c = run_fixture(f, *cpu);
   const int64_t vocab = f.greedy_logits.shape[1];
   double worst = 0.0, vs_reference = 0.0;
   for (size_t i = 0; i < f.prompts.size(); ++i) {

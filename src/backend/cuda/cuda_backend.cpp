@@ -3,6 +3,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <vector>
 
 #include "backend/backend.h"
@@ -154,7 +155,10 @@ class CudaBackend final : public Backend {
                    stream_);
   }
   void paged_attention(const AttentionCall& a) override {
-    cuda::paged_attention({.q = a.q, .k_cache = bf(a.k_cache), .v_cache = bf(a.v_cache),
+    const auto run = cuda::gqa_attention_warp_supported(a.n_heads, a.kv_heads, a.head_dim, a.v_head_dim)
+                         ? &cuda::gqa_attention_warp
+                         : &cuda::paged_attention;
+    run({.q = a.q, .k_cache = bf(a.k_cache), .v_cache = bf(a.v_cache),
                            .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
                            .out = a.out, .tokens = a.tokens, .n_heads = a.n_heads, .kv_heads = a.kv_heads,
                            .head_dim = a.head_dim, .v_head_dim = a.v_head_dim, .block_size = a.block_size,
@@ -171,9 +175,35 @@ class CudaBackend final : public Backend {
                         int64_t dim) override {
     cuda::scatter_add_rows(dst, rows, weights, src, n, dim, stream_);
   }
-  void moe_experts(const MoeExpertsCall& c) override { grouped_moe_.run(*this, c); }
+  // Few (token, expert) pairs: GEMVs over each pair's weights with no host round trip. Many: grouped
+  // GEMMs per expert (each expert's weights read once for all its tokens).
+  void moe_experts(const MoeExpertsCall& c) override {
+    const int64_t pairs = c.tokens * c.top_k;
+    if (pairs > kSmallBatchPairs || !cuda::moe_small_batch_supported(c.hidden, c.inter)) {
+      return grouped_moe_.run(*this, c);
+    }
+    mark(Phase::experts);
+    float* act = small_moe_scratch(0, pairs * c.inter);
+    float* y = small_moe_scratch(1, pairs * c.hidden);
+    cuda::moe_small_batch({.x = c.x, .expert_ids = c.expert_ids, .weights = c.weights, .gate_up = bf(c.gate_up),
+                           .down = bf(c.down), .act = act, .y = y, .out = c.out, .tokens = c.tokens,
+                           .hidden = c.hidden, .inter = c.inter, .top_k = c.top_k},
+                          stream_);
+  }
 
  private:
+  static constexpr int64_t kSmallBatchPairs = 128;
+
+  float* small_moe_scratch(int id, int64_t n) {
+    auto& buf = small_moe_[static_cast<size_t>(id)];
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    if (!buf || buf->size() < bytes) {
+      check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+      buf = std::make_unique<CudaBuffer>(bytes + bytes / 2);
+    }
+    return buf->as<float>();
+  }
+
   // Scratch for the bf16 copy of a matrix-product input; grows, never shrinks.
   bf16_bits* x_bf16(int64_t n) {
     const size_t bytes = static_cast<size_t>(n) * sizeof(bf16_bits);
@@ -187,6 +217,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<CudaBuffer> x_bf16_;
+  std::array<std::unique_ptr<CudaBuffer>, 2> small_moe_;
   bool profiling_ = false;
   GroupedMoe grouped_moe_;
   std::vector<cudaEvent_t> events_;  // pool, reused across steps

@@ -64,6 +64,26 @@ struct AttentionParams {
 };
 void paged_attention(const AttentionParams& p, cudaStream_t s);
 
+// Fast decode-oriented attention (fast_paths.cu) for GQA groups of at most 8 heads and head_dim
+// 32, 64 or 128; paged_attention covers everything else.
+bool gqa_attention_warp_supported(int64_t n_heads, int64_t kv_heads, int64_t head_dim, int64_t v_head_dim);
+void gqa_attention_warp(const AttentionParams& p, cudaStream_t s);
+
+struct MoeSmallBatchParams {
+  const float* x;            // [tokens, hidden]
+  const int32_t* expert_ids; // [tokens, top_k]
+  const float* weights;      // [tokens, top_k]
+  const bf16_bits* gate_up;  // [n_experts, 2 * inter, hidden]
+  const bf16_bits* down;     // [n_experts, hidden, inter]
+  float* act;                // scratch [tokens * top_k, inter]
+  float* y;                  // scratch [tokens * top_k, hidden]
+  float* out;                // [tokens, hidden]
+  int64_t tokens, hidden, inter, top_k;
+};
+// Routed experts as per-pair GEMVs; needs hidden and inter multiples of 8 (16-byte weight loads).
+bool moe_small_batch_supported(int64_t hidden, int64_t inter);
+void moe_small_batch(const MoeSmallBatchParams& p, cudaStream_t s);
+
 void softmax_topk(const float* logits, int32_t* expert_ids, float* weights, int64_t tokens, int64_t n_experts,
                   int64_t top_k, bool renormalize, cudaStream_t s);
 void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim, cudaStream_t s);
