@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every CPU test: the Release build, then the same tests under
-# AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
+# AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/). Where the CUDA toolkit is installed it
+# also compiles and links the CUDA backend and its tests (they run only on a GPU machine: label cuda).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,3 +12,8 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSY_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$(nproc)"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan -L cpu --output-on-failure -j"$(nproc)"
+
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  scripts/build_cuda.sh
+  echo "CUDA build compiled and linked; its tests (ctest --test-dir build-cuda -L cuda) need a GPU"
+fi

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,6 +89,71 @@ struct MoeExpertsCall {
   int64_t top_k = 0;
 };
 
+// Multi-head latent attention ops (kernels/ops.h has the math), with the latent cache in kv_dtype() and
+// weights in weight_dtype().
+struct MlaKvWriteCall {
+  const float* kv = nullptr;          // [tokens, kv_lora_rank + rope_dim], rope part already rotated
+  WeightPtr norm_weight = nullptr;    // [kv_lora_rank] kv_a_layernorm
+  const int32_t* slots = nullptr;     // [tokens]
+  void* cache = nullptr;              // [n_slots, kv_lora_rank + rope_dim]
+  int64_t tokens = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t rope_dim = 0;
+  float eps = 1e-6f;
+};
+
+struct HeadLinearCall {
+  const float* x = nullptr;  // [tokens, heads, x_stride]
+  WeightPtr w = nullptr;     // head h's [out, in] (or [in, out] when w_transposed) at element h * w_head_stride
+  float* y = nullptr;        // [tokens, heads, y_stride]
+  int64_t tokens = 0;
+  int64_t heads = 0;
+  int64_t in = 0;
+  int64_t out = 0;
+  int64_t x_stride = 0;
+  int64_t y_stride = 0;
+  int64_t w_head_stride = 0;
+  bool w_transposed = false;
+};
+
+struct MlaAttentionCall {
+  const float* q_latent = nullptr;        // [tokens, n_heads, kv_lora_rank]
+  const float* q_rope = nullptr;          // [tokens, n_heads, q_rope_stride]
+  const void* cache = nullptr;            // [n_slots, kv_lora_rank + rope_dim]
+  const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
+  const int32_t* token_seq = nullptr;     // [tokens]
+  const int32_t* positions = nullptr;     // [tokens]
+  const int32_t* key_positions = nullptr; // [tokens, n_selected] or null (all keys 0..p)
+  float* out = nullptr;                   // [tokens, n_heads, kv_lora_rank]
+  int64_t tokens = 0;
+  int64_t n_heads = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t rope_dim = 0;
+  int64_t q_rope_stride = 0;
+  int64_t n_selected = 0;
+  int64_t block_size = 0;
+  int64_t max_blocks = 0;
+  float scale = 1.0f;
+};
+
+struct IndexerTopkCall {
+  const float* q = nullptr;               // [tokens, n_heads, head_dim]
+  const float* head_weights = nullptr;    // [tokens, n_heads]
+  const void* k_cache = nullptr;          // [n_slots, head_dim] in kv_dtype()
+  const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
+  const int32_t* token_seq = nullptr;     // [tokens]
+  const int32_t* positions = nullptr;     // [tokens]
+  int32_t* key_positions = nullptr;       // [tokens, top_k]
+  int64_t tokens = 0;
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  int64_t top_k = 0;
+  int64_t block_size = 0;
+  int64_t max_blocks = 0;
+  float scale = 1.0f;
+  float weight_scale = 1.0f;
+};
+
 // Where a step's device time goes. The model marks the start of each phase; a phase lasts until the
 // next mark. Sampling is host time and is measured by the caller.
 enum class Phase : uint8_t { attention, router, experts, combine, dense, norms, other };
@@ -135,6 +201,35 @@ class Backend {
   virtual void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n,
                                 int64_t dim) = 0;
   virtual void moe_experts(const MoeExpertsCall& c) = 0;
+  // Sigmoid group-limited routing (DeepSeek-V3 noaux_tc); every array fp32 on every backend, as routers are.
+  virtual void grouped_topk(const GroupedTopkArgs& a) = 0;
+  // y[i] += x[i]: the shared experts' output onto the routed experts'.
+  virtual void add(float* y, const float* x, int64_t n) = 0;
+  // Multi-head latent attention and the sparse-attention indexer (model/blocks/mla.cpp, indexer.cpp).
+  virtual void mla_kv_write(const MlaKvWriteCall& a) = 0;
+  virtual void head_linear(const HeadLinearCall& a) = 0;
+  virtual void mla_attention(const MlaAttentionCall& a) = 0;
+  virtual void indexer_topk(const IndexerTopkCall& a) = 0;
+  virtual void layer_norm(const float* x, WeightPtr weight, WeightPtr bias, float* y, int64_t rows, int64_t dim,
+                          float eps) = 0;
+  // Whether moe_experts(c) runs without a host round trip, so that it can be captured.
+  virtual bool moe_experts_async(const MoeExpertsCall& c) const {
+    (void)c;
+    return false;
+  }
+
+  // Step capture (CUDA graphs). capture() records what `issue` enqueues without running it and
+  // returns an id for replay(); a backend that cannot capture (or not now, e.g. while profiling)
+  // says so in can_capture() and the caller runs the ops eagerly. generation() changes whenever the
+  // backend reallocates memory that captured ops use; captures taken before are then stale.
+  virtual bool can_capture() const { return false; }
+  virtual int64_t capture(const std::function<void()>& issue) {
+    (void)issue;
+    return -1;
+  }
+  virtual void replay(int64_t id) { (void)id; }
+  virtual void drop_captures() {}
+  virtual uint64_t generation() const { return 0; }
 };
 
 // moe_experts by grouping (token, k) pairs per expert on the host, then gather → gate_up → SiLU·mul

@@ -108,6 +108,18 @@ std::vector<int64_t> ConfigJson::get_int_list(const std::string& key) const {
   return out;
 }
 
+std::vector<std::string> ConfigJson::get_string_list(const std::string& key) const {
+  std::vector<std::string> out;
+  if (!has(key)) return out;
+  const auto& v = impl_->json.at(key);
+  SY_CHECK(v.is_array(), "{}: '{}' must be a list of strings, got {}", source_, key, v.dump());
+  for (const auto& e : v) {
+    SY_CHECK(e.is_string(), "{}: '{}' must be a list of strings, got {}", source_, key, v.dump());
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
 int64_t ConfigJson::get_optional_int(const std::string& key) const {
   return has(key) ? checked_int(impl_->json.at(key), key, 1, source_) : 0;
 }

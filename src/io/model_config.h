@@ -52,6 +52,7 @@ class ConfigJson {
   double get_double(const std::string& key, double fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;
   std::vector<int64_t> get_int_list(const std::string& key) const;  // absent or null: empty
+  std::vector<std::string> get_string_list(const std::string& key) const;  // absent or null: empty
   // An optional positive integer (e.g. sliding_window); null or absent gives 0.
   int64_t get_optional_int(const std::string& key) const;
 

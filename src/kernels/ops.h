@@ -1,6 +1,6 @@
 // Kernel signatures shared by the CPU kernels (namespace sy::cpu, kernels/cpu/) and their scalar
 // references (namespace sy::ref, kernels/reference/). Plain functions over raw fp32 pointers and sizes.
-// Every op is declared once here through SY_KERNEL_OPS so the two sets cannot drift apart.
+// Every op is declared once here through the SY_KERNEL_* macros so the two sets cannot drift apart.
 #pragma once
 
 #include <cstdint>
@@ -79,6 +79,114 @@ struct SoftmaxTopkArgs {
   void paged_attention(const PagedAttentionArgs& a);                                               \
   void softmax_topk(const SoftmaxTopkArgs& a);
 
+// DeepSeek-V3 routing ("noaux_tc"): scores s = sigmoid(logits); the choice uses s + score_bias, restricted to
+// the topk_group best of n_group equal expert groups (a group's score is the sum of its two best biased
+// scores); the weights are the unbiased s of the chosen experts, divided by their sum (+1e-20) when
+// renormalize, times scaling. Ties go to the lower group / expert id.
+struct GroupedTopkArgs {
+  const float* logits = nullptr;      // [tokens, n_experts] router logits
+  const float* score_bias = nullptr;  // [n_experts] e_score_correction_bias, or null
+  int32_t* expert_ids = nullptr;      // [tokens, top_k] highest biased score first
+  float* weights = nullptr;           // [tokens, top_k] final combine weights
+  int64_t tokens = 0;
+  int64_t n_experts = 0;
+  int64_t top_k = 0;
+  int64_t n_group = 1;     // divides n_experts
+  int64_t topk_group = 1;  // 1 <= topk_group <= n_group; top_k <= topk_group * n_experts / n_group
+  bool renormalize = false;
+  float scaling = 1.0f;    // routed_scaling_factor
+};
+
+// Multi-head latent attention (DeepSeek-V2/V3) over a paged cache whose row per token is the compressed
+// latent (after kv_a_layernorm) followed by the shared rope key: [kv_lora_rank | rope_dim], one "head".
+struct MlaKvWriteArgs {
+  const float* kv = nullptr;           // [tokens, kv_lora_rank + rope_dim]: kv_a_proj_with_mqa output, rope part rotated
+  const float* norm_weight = nullptr;  // [kv_lora_rank] kv_a_layernorm
+  const int32_t* slots = nullptr;      // [tokens]
+  float* cache = nullptr;              // [n_slots, kv_lora_rank + rope_dim]: rms_norm(latent) * weight, rope key
+  int64_t tokens = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t rope_dim = 0;
+  float eps = 1e-6f;
+};
+
+// Per-head matrix products: y[t, h, :out] = W_h · x[t, h, :in] with W_h at w + h * w_head_stride, stored
+// [out, in] (nn.Linear) or, when w_transposed, [in, out]. Absorbs kv_b_proj into the query and output of MLA.
+struct HeadLinearArgs {
+  const float* x = nullptr;  // [tokens, heads, x_stride], the first `in` of each head read
+  const float* w = nullptr;
+  float* y = nullptr;        // [tokens, heads, y_stride], the first `out` of each head written
+  int64_t tokens = 0;
+  int64_t heads = 0;
+  int64_t in = 0;
+  int64_t out = 0;
+  int64_t x_stride = 0;      // >= in
+  int64_t y_stride = 0;      // >= out
+  int64_t w_head_stride = 0; // elements between consecutive heads' matrices
+  bool w_transposed = false;
+};
+
+// Absorbed MLA attention: per query head, score_j = scale · (q_latent · latent_j + q_rope · rope_j) over the
+// sequence's keys (all of 0..p, or the sparse indexer's choice), out = Σ softmax(score)_j · latent_j.
+struct MlaAttentionArgs {
+  const float* q_latent = nullptr;        // [tokens, n_heads, kv_lora_rank]: q_nope through kv_b_proj's K part
+  const float* q_rope = nullptr;          // [tokens, n_heads, q_rope_stride], the first rope_dim of each head
+  const float* cache = nullptr;           // [n_slots, kv_lora_rank + rope_dim]
+  const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
+  const int32_t* token_seq = nullptr;     // [tokens]
+  const int32_t* positions = nullptr;     // [tokens]
+  // [tokens, n_selected] key positions the sparse indexer kept, ascending, -1 past the end; null: keys 0..p
+  const int32_t* key_positions = nullptr;
+  float* out = nullptr;                   // [tokens, n_heads, kv_lora_rank] attention output in latent space
+  int64_t tokens = 0;
+  int64_t n_heads = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t rope_dim = 0;
+  int64_t q_rope_stride = 0;
+  int64_t n_selected = 0;
+  int64_t block_size = 0;
+  int64_t max_blocks = 0;
+  float scale = 1.0f;
+};
+
+// The sparse-attention indexer (DeepSeek-V3.2, GLM-5): score_j = Σ_h weight_scale · head_weights[h] ·
+// relu(scale · q_h · k_j) over the sequence's keys 0..p; the top_k best keys (ties: lower position) are
+// written in ascending position order, -1 past the end when p + 1 < top_k.
+struct IndexerTopkArgs {
+  const float* q = nullptr;               // [tokens, n_heads, head_dim] indexer queries, rotated
+  const float* head_weights = nullptr;    // [tokens, n_heads] weights_proj(x)
+  const float* k_cache = nullptr;         // [n_slots, head_dim] indexer keys
+  const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
+  const int32_t* token_seq = nullptr;     // [tokens]
+  const int32_t* positions = nullptr;     // [tokens]
+  int32_t* key_positions = nullptr;       // [tokens, top_k]
+  int64_t tokens = 0;
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  int64_t top_k = 0;
+  int64_t block_size = 0;
+  int64_t max_blocks = 0;
+  float scale = 1.0f;         // head_dim^-0.5
+  float weight_scale = 1.0f;  // n_heads^-0.5
+};
+
+// MLA, the sparse indexer and the layer norm it uses (kernels/cpu/mla_ops.cpp, kernels/reference/mla_ops.cpp).
+#define SY_KERNEL_MLA_OPS                                                                          \
+  void mla_kv_write(const MlaKvWriteArgs& a);                                                      \
+  void head_linear(const HeadLinearArgs& a);                                                       \
+  void mla_attention(const MlaAttentionArgs& a);                                                   \
+  void indexer_topk(const IndexerTopkArgs& a);                                                     \
+  /* y = (x - mean) / sqrt(var + eps) * weight + bias per row (biased variance); y may alias x */   \
+  void layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,  \
+                  int64_t dim, float eps);
+
+// Sigmoid group-limited routing and the shared-expert sum (kernels/cpu/routing_ops.cpp,
+// kernels/reference/routing_ops.cpp).
+#define SY_KERNEL_ROUTING_OPS                                                                      \
+  void grouped_topk(const GroupedTopkArgs& a);                                                     \
+  /* y[i] += x[i] for i < n */                                                                     \
+  void add(float* y, const float* x, int64_t n);
+
 // Row movement for MoE token permutation (kernels/cpu/row_ops.cpp, kernels/reference/row_ops.cpp).
 #define SY_KERNEL_ROW_OPS                                                                          \
   /* dst[i, :] = src[rows[i], :] for i < n */                                                      \
@@ -90,11 +198,15 @@ struct SoftmaxTopkArgs {
 namespace cpu {
 SY_KERNEL_OPS
 SY_KERNEL_ROW_OPS
+SY_KERNEL_MLA_OPS
+SY_KERNEL_ROUTING_OPS
 }  // namespace cpu
 
 namespace ref {
 SY_KERNEL_OPS
 SY_KERNEL_ROW_OPS
+SY_KERNEL_MLA_OPS
+SY_KERNEL_ROUTING_OPS
 }  // namespace ref
 
 }  // namespace sy

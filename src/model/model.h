@@ -12,12 +12,14 @@
 
 namespace sy {
 
-// Per-layer shape of the paged KV cache the model expects.
+// Per-layer shape of the paged KV cache the model expects. Multi-head latent attention (model/blocks/mla.h)
+// keeps one row per token, [compressed latent | rope key], as a single K head with no V.
 struct KvGeometry {
   int64_t n_layers = 0;
   int64_t kv_heads = 0;
-  int64_t head_dim = 0;    // K row per head
-  int64_t v_head_dim = 0;  // V row per head
+  int64_t head_dim = 0;        // K row per head
+  int64_t v_head_dim = 0;      // V row per head; 0: no V cache (MLA)
+  int64_t index_head_dim = 0;  // the sparse-attention indexer's key per token (DeepSeek-V3.2, GLM-5); 0: none
 };
 
 // Bytes a forward pass must read, by part, in the backend's storage types: the basis of the memory
@@ -50,7 +52,8 @@ struct ModelInfo {
 // Device memory of the paged KV cache for every layer (backend kv_dtype()): slot = block * block_size + offset.
 struct KvCacheView {
   std::vector<void*> k;  // per layer: [n_blocks * block_size, kv_heads, head_dim]
-  std::vector<void*> v;  // per layer: [n_blocks * block_size, kv_heads, v_head_dim]
+  std::vector<void*> v;  // per layer: [n_blocks * block_size, kv_heads, v_head_dim]; null when v_head_dim is 0
+  std::vector<void*> index_k;  // per layer: [n_blocks * block_size, index_head_dim]; empty when there is no indexer
   int64_t block_size = 0;
   int64_t n_blocks = 0;
 };

@@ -16,6 +16,10 @@ struct ArchEntry {
 constexpr ArchEntry kArchitectures[] = {
     {"Qwen3MoeForCausalLM", &build_qwen3_moe},
     {"MixtralForCausalLM", &build_mixtral},
+    {"DeepseekV3ForCausalLM", &build_deepseek_v3},  // also Kimi K2 (model_type kimi_k2)
+    {"DeepseekV32ForCausalLM", &build_deepseek_v32},
+    {"Glm4MoeForCausalLM", &build_glm4_moe},
+    {"GlmMoeDsaForCausalLM", &build_glm_moe_dsa},
 };
 }  // namespace
 

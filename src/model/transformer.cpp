@@ -1,6 +1,12 @@
 // Forward pass of the pre-norm decoder stack.
 #include "model/transformer.h"
 
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <tuple>
+
 #include "base/check.h"
 #include "base/log.h"
 
@@ -25,7 +31,7 @@ class Transformer final : public Model {
 
   void forward(const ForwardBatch& b, const KvCacheView& kv, float* logits) override {
     const auto T = static_cast<int64_t>(b.tokens.size());
-    const int64_t H = spec_.info.hidden_size, V = spec_.info.vocab_size;
+    const int64_t V = spec_.info.vocab_size;
     SY_CHECK(T > 0, "a forward pass needs at least one token");
     SY_CHECK(b.positions.size() == b.tokens.size() && b.token_seq.size() == b.tokens.size() &&
                  b.slots.size() == b.tokens.size(),
@@ -38,14 +44,52 @@ class Transformer final : public Model {
              kv.k.size(), spec_.info.n_layers);
     for (int32_t t : b.tokens) SY_CHECK(t >= 0 && t < V, "token id {} is outside the vocabulary [0, {})", t, V);
 
-    StepContext step{.backend = &backend_, .tokens = T, .n_seqs = b.n_seqs, .max_blocks = b.max_blocks,
+    // Block tables padded to a power-of-two width, so that decode steps of a growing context keep the
+    // same shape (and captured step) for many tokens.
+    int64_t width = 1;
+    while (width < b.max_blocks) width *= 2;
+    padded_tables_.assign(static_cast<size_t>(b.n_seqs * width), 0);
+    for (int64_t s = 0; s < b.n_seqs; ++s) {
+      std::copy_n(b.block_tables.begin() + s * b.max_blocks, b.max_blocks, padded_tables_.begin() + s * width);
+    }
+    const auto R = static_cast<int64_t>(b.logit_rows.size());
+    for (int32_t r : b.logit_rows) SY_CHECK(r >= 0 && r < T, "logit row {} is outside the batch's {} tokens", r, T);
+
+    StepContext step{.backend = &backend_, .tokens = T, .n_seqs = b.n_seqs, .max_blocks = width,
                      .block_size = kv.block_size};
     step.positions = upload(kPositions, b.positions);
     step.token_seq = upload(kTokenSeq, b.token_seq);
     step.slots = upload(kSlots, b.slots);
-    step.block_tables = upload(kBlockTables, b.block_tables);
+    step.block_tables = upload(kBlockTables, padded_tables_);
     const int32_t* tokens = upload(kTokens, b.tokens);
+    const int32_t* rows = upload(kLogitRows, b.logit_rows);
+    float* dev_logits = scratch_.get<float>(kLogits, std::max<int64_t>(R, 1) * V);
 
+    const auto compute = [&] { compute_step(step, kv, tokens, rows, R, dev_logits); };
+    if (!capturable(T)) {
+      compute();
+    } else {
+      run_captured(StepShape{T, b.n_seqs, width, R, kv.k.empty() ? nullptr : kv.k[0]}, compute);
+    }
+    if (R == 0) return;
+    backend_.mark(Phase::other);
+    backend_.copy_to_host(logits, dev_logits, static_cast<size_t>(R * V) * sizeof(float));
+  }
+
+ private:
+  // What a captured step bakes in: sizes and the KV pool it addresses.
+  struct StepShape {
+    int64_t tokens, n_seqs, width, rows;
+    const void* kv;
+    bool operator<(const StepShape& o) const {
+      return std::tie(tokens, n_seqs, width, rows, kv) < std::tie(o.tokens, o.n_seqs, o.width, o.rows, o.kv);
+    }
+  };
+
+  // Every op of one step on the device, from token ids to logits; no host round trip when capturable.
+  void compute_step(const StepContext& step, const KvCacheView& kv, const int32_t* tokens, const int32_t* rows,
+                    int64_t R, float* dev_logits) {
+    const int64_t T = step.tokens, H = spec_.info.hidden_size, V = spec_.info.vocab_size;
     float* residual = scratch_.get<float>(kResidual, T * H);
     float* normed = scratch_.get<float>(kNormed, T * H);
     float* block_out = scratch_.get<float>(kBlockOut, T * H);
@@ -58,7 +102,13 @@ class Transformer final : public Model {
     backend_.rms_norm(residual, spec_.layers[0].input_norm, normed, T, H, eps);
     for (size_t l = 0; l < spec_.layers.size(); ++l) {
       const DecoderLayer& layer = spec_.layers[l];
-      gqa_attention_forward(step, scratch_, layer.attn_config, layer.attn, rope, normed, block_out, kv.k[l], kv.v[l]);
+      if (layer.mla_config) {
+        mla_attention_forward(step, scratch_, *layer.mla_config, layer.mla, rope, normed, block_out, kv.k[l],
+                              kv.index_k.empty() ? nullptr : kv.index_k[l]);
+      } else {
+        gqa_attention_forward(step, scratch_, layer.attn_config, layer.attn, rope, normed, block_out, kv.k[l],
+                              kv.v[l]);
+      }
       backend_.mark(Phase::norms);
       backend_.add_rms_norm(residual, block_out, layer.post_attn_norm, normed, T, H, eps);
       if (layer.moe_config) {
@@ -70,20 +120,48 @@ class Transformer final : public Model {
       WeightPtr next_norm = l + 1 < spec_.layers.size() ? spec_.layers[l + 1].input_norm : spec_.final_norm;
       backend_.add_rms_norm(residual, block_out, next_norm, normed, T, H, eps);
     }
-
-    const auto R = static_cast<int64_t>(b.logit_rows.size());
     if (R == 0) return;
-    for (int32_t r : b.logit_rows) SY_CHECK(r >= 0 && r < T, "logit row {} is outside the batch's {} tokens", r, T);
     backend_.mark(Phase::dense);
     float* last = scratch_.get<float>(kLastHidden, R * H);
-    float* dev_logits = scratch_.get<float>(kLogits, R * V);
-    backend_.gather_rows(normed, upload(kLogitRows, b.logit_rows), last, R, H);
+    backend_.gather_rows(normed, rows, last, R, H);
     backend_.linear(last, spec_.lm_head, nullptr, dev_logits, R, V, H);
-    backend_.mark(Phase::other);
-    backend_.copy_to_host(logits, dev_logits, static_cast<size_t>(R * V) * sizeof(float));
   }
 
- private:
+  // A step can be captured when the backend can and no MoE layer needs a host round trip at T tokens.
+  bool capturable(int64_t T) const {
+    if (!backend_.can_capture()) return false;
+    for (const DecoderLayer& l : spec_.layers) {
+      if (!l.moe_config) continue;
+      const MoeConfig& m = *l.moe_config;
+      if (!backend_.moe_experts_async({.tokens = T, .hidden = m.hidden, .inter = m.inter, .n_experts = m.n_experts,
+                                       .top_k = m.top_k})) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // First time a shape is seen: run eagerly (which also sizes every scratch buffer). Second time:
+  // capture, then replay from then on, until a reallocation makes the captures stale.
+  void run_captured(const StepShape& shape, const std::function<void()>& compute) {
+    if (backend_.generation() != backend_generation_ || scratch_.generation() != scratch_generation_) {
+      backend_.drop_captures();
+      captured_.clear();
+      seen_.clear();
+      backend_generation_ = backend_.generation();
+      scratch_generation_ = scratch_.generation();
+    }
+    if (auto it = captured_.find(shape); it != captured_.end()) return backend_.replay(it->second);
+    if (!seen_.insert(shape).second) {
+      const int64_t id = backend_.capture(compute);
+      captured_[shape] = id;
+      return backend_.replay(id);
+    }
+    compute();
+    backend_generation_ = backend_.generation();
+    scratch_generation_ = scratch_.generation();
+  }
+
   const int32_t* upload(int id, const std::vector<int32_t>& v) {
     int32_t* d = scratch_.get<int32_t>(id, static_cast<int64_t>(v.size()) + 1);
     backend_.copy_to_device(d, v.data(), v.size() * sizeof(int32_t));
@@ -99,19 +177,31 @@ class Transformer final : public Model {
     c.always_bytes = V * H * w + H * w;  // LM head, final norm
     c.active_params_per_token = V * H;
     for (const DecoderLayer& l : spec_.layers) {
-      const GqaAttentionConfig& a = l.attn_config;
-      const double q = static_cast<double>(a.n_heads * a.head_dim), kvd = static_cast<double>(a.kv_heads * a.head_dim);
-      const double attn_params = H * (q + 2 * kvd) + q * H;
-      c.always_bytes += attn_params * w + 2 * H * w;  // projections, two norms
-      c.active_params_per_token += attn_params;
-      c.kv_bytes_per_token += 2 * kvd * kv;
-      c.attn_heads_x_dims += a.n_heads * 2 * a.head_dim;
+      if (l.mla_config) {
+        const MlaCost m = mla_cost(*l.mla_config);
+        c.always_bytes += m.weight_elems * w + 2 * H * w;  // projections and their norms, two layer norms
+        c.active_params_per_token += m.weight_elems;
+        c.kv_bytes_per_token += m.kv_elems_per_token * kv;
+        c.attn_heads_x_dims += m.heads_x_dims;
+      } else {
+        const GqaAttentionConfig& a = l.attn_config;
+        const double q = static_cast<double>(a.n_heads * a.head_dim);
+        const double kvd = static_cast<double>(a.kv_heads * a.head_dim);
+        const double attn_params = H * (q + 2 * kvd) + q * H;
+        c.always_bytes += attn_params * w + 2 * H * w;  // projections, two norms
+        c.active_params_per_token += attn_params;
+        c.kv_bytes_per_token += 2 * kvd * kv;
+        c.attn_heads_x_dims += a.n_heads * 2 * a.head_dim;
+      }
       if (l.moe_config) {
         const MoeConfig& m = *l.moe_config;
         const double expert = 3.0 * H * static_cast<double>(m.inter);
-        c.always_bytes += static_cast<double>(m.n_experts) * H * 4;  // fp32 router
+        const double router = static_cast<double>(m.n_experts) * H;
+        const double shared = 3.0 * H * static_cast<double>(m.shared_inter);
+        // fp32 router (and its fp32 score bias), shared experts read by every step
+        c.always_bytes += router * 4 + (l.moe.score_bias ? static_cast<double>(m.n_experts) * 4 : 0) + shared * w;
         c.moe_layers.push_back({.n_experts = m.n_experts, .top_k = m.top_k, .expert_bytes = expert * w});
-        c.active_params_per_token += static_cast<double>(m.n_experts) * H + static_cast<double>(m.top_k) * expert;
+        c.active_params_per_token += router + static_cast<double>(m.top_k) * expert + shared;
       } else {
         const double mlp = 3.0 * H * static_cast<double>(l.mlp.inter);
         c.always_bytes += mlp * w;
@@ -126,6 +216,11 @@ class Transformer final : public Model {
   Backend& backend_;
   Scratch scratch_;
   std::unique_ptr<DeviceBuffer> inv_freq_;
+  std::vector<int32_t> padded_tables_;
+  std::map<StepShape, int64_t> captured_;
+  std::set<StepShape> seen_;
+  uint64_t backend_generation_ = 0;
+  uint64_t scratch_generation_ = 0;
 };
 
 }  // namespace
@@ -144,6 +239,13 @@ int64_t layers_to_build(int64_t n_layers, int64_t max_layers, WeightLoader& load
   log_info("building the first {} of {} layers (--layers)", max_layers, n_layers);
   for (int64_t i = max_layers; i < n_layers; ++i) loader.skip_prefix("model.layers." + std::to_string(i) + ".");
   return max_layers;
+}
+
+void skip_nextn_layers(WeightLoader& loader, int64_t n_layers, int64_t n_nextn) {
+  if (n_nextn <= 0) return;
+  log_info("skipping {} multi-token-prediction layer(s) (model.layers.{}.*{}): not used for decoding", n_nextn,
+           n_layers, n_nextn > 1 ? " and after" : "");
+  for (int64_t i = 0; i < n_nextn; ++i) loader.skip_prefix("model.layers." + std::to_string(n_layers + i) + ".");
 }
 
 void bind_embeddings_and_head(WeightLoader& loader, TransformerSpec& spec, bool tie_word_embeddings) {

@@ -67,11 +67,19 @@ KvPool::KvPool(Backend& backend, const KvGeometry& g, int64_t n_blocks, int64_t 
     const size_t elem = dtype_size(backend.kv_dtype());
     const auto k_bytes = static_cast<size_t>(slots * g.kv_heads * g.head_dim) * elem;
     const auto v_bytes = static_cast<size_t>(slots * g.kv_heads * g.v_head_dim) * elem;
+    const auto index_bytes = static_cast<size_t>(slots * g.index_head_dim) * elem;
     buffers_.push_back(backend.alloc(k_bytes));
     view_.k.push_back(buffers_.back()->data());
-    buffers_.push_back(backend.alloc(v_bytes));
-    view_.v.push_back(buffers_.back()->data());
-    bytes_ += k_bytes + v_bytes;
+    view_.v.push_back(nullptr);
+    if (v_bytes > 0) {
+      buffers_.push_back(backend.alloc(v_bytes));
+      view_.v.back() = buffers_.back()->data();
+    }
+    if (index_bytes > 0) {
+      buffers_.push_back(backend.alloc(index_bytes));
+      view_.index_k.push_back(buffers_.back()->data());
+    }
+    bytes_ += k_bytes + v_bytes + index_bytes;
   }
 }
 

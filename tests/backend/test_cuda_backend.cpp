@@ -81,7 +81,9 @@ class CudaVsCpu : public ::testing::Test {
 };
 
 TEST_F(CudaVsCpu, LinearWithAndWithoutBias) {
-  for (auto [m, n, k] : {std::tuple{1, 7, 13}, {5, 129, 64}, {37, 300, 257}, {128, 64, 2048}}) {
+  // m <= 16 with k % 8 == 0 takes the GEMV kernel; the rest cuBLAS.
+  for (auto [m, n, k] : {std::tuple{1, 7, 13}, {5, 129, 64}, {37, 300, 257}, {128, 64, 2048}, {1, 4096, 2048},
+                         {3, 37, 200}, {10, 512, 768}, {16, 129, 1024}}) {
     const auto x = randn(size_t(m * k), rng_), w = randn(size_t(n * k), rng_, true), b = randn(size_t(n), rng_, true);
     for (bool bias : {false, true}) {
       std::vector<float> r[2];

@@ -12,6 +12,8 @@
 // row's max-abs logit leaves a margin over the ~1e-3 we measured (bench/results/cuda-tests.txt).
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "backend/cuda/cuda_backend.h"
 #include "common/fixture.h"
 #include "runtime/engine.h"
@@ -65,6 +67,50 @@ TEST_P(CudaConformance, MatchesCpuBf16) {
   }
   std::printf("[ %s ] CUDA vs cpu-bf16: max relative logit error %.3g; CUDA vs transformers fp32 prompts: %.3g\n",
               GetParam().c_str(), worst, vs_reference);
+}
+
+// Shapes the fast paths take (head_dim 64 for the warp attention, dims multiples of 8 for the
+// small-batch experts), so that decode steps are captured as CUDA graphs and replayed: several steps
+// of one shape, batched and alone, against cpu-bf16.
+TEST(CudaCapture, ReplayedDecodeStepsMatchCpuBf16) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "sy_cuda_capture";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 128,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": 3, "vocab_size": 256,
+    "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64, "norm_topk_prob": true,
+    "max_position_embeddings": 512})";
+  const std::vector<std::vector<int32_t>> prompts = {{5, 9, 13, 2, 77, 31, 8}, {44, 3}, {3, 3, 90, 12, 60, 1, 2, 4}};
+  std::vector<std::vector<int32_t>> outputs[2];
+  std::vector<std::vector<float>> logits[2];
+  int i = 0;
+  for (const char* device : {"cuda", "cpu-bf16"}) {
+    auto backend = make_backend(device);
+    auto model = load_model({.dir = dir, .random_weights = true, .seed = 11}, *backend);
+    for (bool batched : {true, false}) {
+      Engine engine(*model, *backend, {.block_size = 4, .kv_blocks = 64});
+      std::vector<int64_t> ids;
+      for (const auto& p : prompts) {
+        ids.push_back(engine.add({.prompt = p, .max_new_tokens = 20, .keep_logits = true}));
+        if (!batched) engine.run();
+      }
+      engine.run();
+      for (int64_t id : ids) {
+        outputs[i].push_back(engine.result(id).output);
+        logits[i].push_back(engine.result(id).logits);
+      }
+    }
+    ++i;
+  }
+  ASSERT_EQ(outputs[0].size(), outputs[1].size());
+  for (size_t r = 0; r < outputs[0].size(); ++r) {
+    EXPECT_EQ(outputs[0][r], outputs[1][r]) << "request " << r;
+    ASSERT_EQ(logits[0][r].size(), logits[1][r].size());
+    const auto rows = static_cast<int64_t>(logits[0][r].size()) / 256;
+    EXPECT_LE(test::max_relative_row_error(logits[0][r].data(), logits[1][r].data(), rows, 256), kLogitTolerance)
+        << "request " << r;
+  }
+  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaConformance, ::testing::ValuesIn(test::fixture_names()),

@@ -138,6 +138,54 @@ class CpuBackend final : public Backend {
     cpu::scatter_add_rows(dst, rows, weights, src, n, dim);
   }
   void moe_experts(const MoeExpertsCall& c) override { grouped_moe_.run(*this, c); }
+  void grouped_topk(const GroupedTopkArgs& a) override { cpu::grouped_topk(a); }
+  void add(float* y, const float* x, int64_t n) override { cpu::add(y, x, n); }
+
+  // MLA: the CUDA backend stores the latent cache in bf16 and feeds head_linear bf16 inputs.
+  void mla_kv_write(const MlaKvWriteCall& a) override {
+    const std::vector<float> w = bf16_ ? rounded(f32(a.norm_weight), a.kv_lora_rank) : std::vector<float>{};
+    auto* cache = static_cast<float*>(a.cache);
+    cpu::mla_kv_write({.kv = a.kv, .norm_weight = bf16_ ? w.data() : f32(a.norm_weight), .slots = a.slots,
+                       .cache = cache, .tokens = a.tokens, .kv_lora_rank = a.kv_lora_rank, .rope_dim = a.rope_dim,
+                       .eps = a.eps});
+    if (!bf16_) return;
+    const int64_t row = a.kv_lora_rank + a.rope_dim;
+    for (int64_t t = 0; t < a.tokens; ++t) {
+      float* r = cache + int64_t(a.slots[t]) * row;
+      for (int64_t i = 0; i < row; ++i) r[i] = bf16_to_f32(f32_to_bf16(r[i]));
+    }
+  }
+  void head_linear(const HeadLinearCall& a) override {
+    HeadLinearArgs k{.x = a.x, .w = f32(a.w), .y = a.y, .tokens = a.tokens, .heads = a.heads, .in = a.in, .out = a.out,
+                     .x_stride = a.x_stride, .y_stride = a.y_stride, .w_head_stride = a.w_head_stride,
+                     .w_transposed = a.w_transposed};
+    if (!bf16_ || a.tokens == 0 || a.heads == 0) return cpu::head_linear(k);
+    const auto xr = rounded(a.x, a.tokens * a.heads * a.x_stride);
+    const auto wr = rounded(f32(a.w), (a.heads - 1) * a.w_head_stride + a.in * a.out);
+    k.x = xr.data();
+    k.w = wr.data();
+    cpu::head_linear(k);
+  }
+  void mla_attention(const MlaAttentionCall& a) override {
+    cpu::mla_attention({.q_latent = a.q_latent, .q_rope = a.q_rope, .cache = f32(a.cache),
+                        .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
+                        .key_positions = a.key_positions, .out = a.out, .tokens = a.tokens, .n_heads = a.n_heads,
+                        .kv_lora_rank = a.kv_lora_rank, .rope_dim = a.rope_dim, .q_rope_stride = a.q_rope_stride,
+                        .n_selected = a.n_selected, .block_size = a.block_size, .max_blocks = a.max_blocks,
+                        .scale = a.scale});
+  }
+  void indexer_topk(const IndexerTopkCall& a) override {
+    cpu::indexer_topk({.q = a.q, .head_weights = a.head_weights, .k_cache = f32(a.k_cache),
+                       .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
+                       .key_positions = a.key_positions, .tokens = a.tokens, .n_heads = a.n_heads,
+                       .head_dim = a.head_dim, .top_k = a.top_k, .block_size = a.block_size,
+                       .max_blocks = a.max_blocks, .scale = a.scale, .weight_scale = a.weight_scale});
+  }
+  void layer_norm(const float* x, WeightPtr weight, WeightPtr bias, float* y, int64_t rows, int64_t dim,
+                  float eps) override {
+    if (!bf16_) return cpu::layer_norm(x, f32(weight), f32(bias), y, rows, dim, eps);
+    cpu::layer_norm(x, rounded(f32(weight), dim).data(), rounded(f32(bias), dim).data(), y, rows, dim, eps);
+  }
 
 
  private:

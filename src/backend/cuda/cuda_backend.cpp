@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "base/check.h"
+#include "kernels/cuda/mla_ops.cuh"
 #include "kernels/cuda/ops.cuh"
 
 namespace sy {
@@ -24,6 +25,7 @@ void check_cublas(cublasStatus_t status, const char* what) {
 }
 
 const bf16_bits* bf(const void* p) { return static_cast<const bf16_bits*>(p); }
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 class CudaBuffer final : public DeviceBuffer {
  public:
@@ -49,8 +51,13 @@ class CudaBackend final : public Backend {
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cublas(cublasCreate(&cublas_), "cublasCreate");
     check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream");
+    // A fixed cuBLAS workspace, so that captured GEMMs never allocate.
+    cublas_workspace_ = std::make_unique<CudaBuffer>(size_t(64) << 20);
+    check_cublas(cublasSetWorkspace(cublas_, cublas_workspace_->data(), cublas_workspace_->size()),
+                 "cublasSetWorkspace");
   }
   ~CudaBackend() override {
+    drop_captures();
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     cublasDestroy(cublas_);
     cudaStreamDestroy(stream_);
@@ -109,6 +116,10 @@ class CudaBackend final : public Backend {
 
   void linear(const float* x, WeightPtr w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k) override {
     if (m == 0 || n == 0) return;
+    // cuBLAS wins again from a handful of rows (measured: m = 10 was slower on the GEMV kernel).
+    if (m <= 4 && cuda::gemv_supported(m, k) && aligned16(x) && aligned16(w)) {
+      return cuda::gemv(x, bf(w), bf(bias), y, m, n, k, stream_);
+    }
     bf16_bits* xb = x_bf16(m * k);
     cuda::f32_to_bf16(x, xb, m * k, stream_);
     // Row-major y[m, n] = x[m, k] · w[n, k]^T is column-major y^T[n, m] = w^T' · x^T with w read transposed.
@@ -155,18 +166,82 @@ class CudaBackend final : public Backend {
                    stream_);
   }
   void paged_attention(const AttentionCall& a) override {
-    const auto run = cuda::gqa_attention_warp_supported(a.n_heads, a.kv_heads, a.head_dim, a.v_head_dim)
-                         ? &cuda::gqa_attention_warp
-                         : &cuda::paged_attention;
-    run({.q = a.q, .k_cache = bf(a.k_cache), .v_cache = bf(a.v_cache),
-                           .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
-                           .out = a.out, .tokens = a.tokens, .n_heads = a.n_heads, .kv_heads = a.kv_heads,
-                           .head_dim = a.head_dim, .v_head_dim = a.v_head_dim, .block_size = a.block_size,
-                           .max_blocks = a.max_blocks, .scale = a.scale, .sliding_window = a.sliding_window},
-                          stream_);
+    const cuda::AttentionParams p{.q = a.q, .k_cache = bf(a.k_cache), .v_cache = bf(a.v_cache),
+                                  .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
+                                  .out = a.out, .tokens = a.tokens, .n_heads = a.n_heads, .kv_heads = a.kv_heads,
+                                  .head_dim = a.head_dim, .v_head_dim = a.v_head_dim, .block_size = a.block_size,
+                                  .max_blocks = a.max_blocks, .scale = a.scale, .sliding_window = a.sliding_window};
+    if (!cuda::gqa_attention_warp_supported(a.n_heads, a.kv_heads, a.head_dim, a.v_head_dim)) {
+      return cuda::paged_attention(p, stream_);
+    }
+    cuda::AttentionSplit split{.splits = cuda::gqa_attention_splits(a.tokens, a.kv_heads, a.max_blocks * a.block_size)};
+    if (split.splits > 1) {
+      const int64_t heads = a.tokens * a.n_heads * split.splits;
+      split.m = small_moe_scratch(2, heads);
+      split.l = small_moe_scratch(3, heads);
+      split.acc = small_moe_scratch(4, heads * a.head_dim);
+    }
+    cuda::gqa_attention_warp(p, split, stream_);
   }
   void softmax_topk(const SoftmaxTopkArgs& a) override {
     cuda::softmax_topk(a.logits, a.expert_ids, a.weights, a.tokens, a.n_experts, a.top_k, a.renormalize, stream_);
+  }
+  void grouped_topk(const GroupedTopkArgs& a) override { cuda::grouped_topk(a, stream_); }
+  void add(float* y, const float* x, int64_t n) override { cuda::add(y, x, n, stream_); }
+
+  // Multi-head latent attention and the sparse-attention indexer (kernels/cuda/mla.cu).
+  void mla_kv_write(const MlaKvWriteCall& a) override {
+    cuda::mla_kv_write({.kv = a.kv, .norm_weight = bf(a.norm_weight), .slots = a.slots,
+                        .cache = static_cast<bf16_bits*>(a.cache), .tokens = a.tokens, .kv_lora_rank = a.kv_lora_rank,
+                        .rope_dim = a.rope_dim, .eps = a.eps},
+                       stream_);
+  }
+  // Per-head products as one strided batched GEMM over heads (bf16 inputs, fp32 accumulation and output).
+  void head_linear(const HeadLinearCall& a) override {
+    if (a.tokens == 0 || a.heads == 0 || a.out == 0) return;
+    if (a.in == 0) {
+      for (int64_t t = 0; t < a.tokens; ++t) {
+        check_cuda(cudaMemset2DAsync(a.y + t * a.heads * a.y_stride, static_cast<size_t>(a.y_stride) * sizeof(float), 0,
+                                     static_cast<size_t>(a.out) * sizeof(float), static_cast<size_t>(a.heads), stream_),
+                   "cudaMemset2DAsync(head_linear)");
+      }
+      return;
+    }
+    const int64_t n = a.tokens * a.heads * a.x_stride;
+    bf16_bits* xb = x_bf16(n);
+    cuda::f32_to_bf16(a.x, xb, n, stream_);
+    // Column-major per head: y_h^T[out, T] = op(W_h)[out, in] · x_h^T[in, T], with x_h^T read at leading
+    // dimension heads * x_stride and W_h as [in, out] (transposed: op N) or [out, in] (op T).
+    const float alpha = 1.0f, beta = 0.0f;
+    check_cublas(cublasGemmStridedBatchedEx(
+                     cublas_, a.w_transposed ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(a.out),
+                     static_cast<int>(a.tokens), static_cast<int>(a.in), &alpha, a.w, CUDA_R_16BF,
+                     static_cast<int>(a.w_transposed ? a.out : a.in), static_cast<long long>(a.w_head_stride), xb,
+                     CUDA_R_16BF, static_cast<int>(a.heads * a.x_stride), static_cast<long long>(a.x_stride), &beta,
+                     a.y, CUDA_R_32F, static_cast<int>(a.heads * a.y_stride), static_cast<long long>(a.y_stride),
+                     static_cast<int>(a.heads), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmStridedBatchedEx(head_linear)");
+  }
+  void mla_attention(const MlaAttentionCall& a) override {
+    cuda::mla_attention({.q_latent = a.q_latent, .q_rope = a.q_rope, .cache = bf(a.cache),
+                         .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
+                         .key_positions = a.key_positions, .out = a.out, .tokens = a.tokens, .n_heads = a.n_heads,
+                         .kv_lora_rank = a.kv_lora_rank, .rope_dim = a.rope_dim, .q_rope_stride = a.q_rope_stride,
+                         .n_selected = a.n_selected, .block_size = a.block_size, .max_blocks = a.max_blocks,
+                         .scale = a.scale},
+                        stream_);
+  }
+  void indexer_topk(const IndexerTopkCall& a) override {
+    cuda::indexer_topk({.q = a.q, .head_weights = a.head_weights, .k_cache = bf(a.k_cache),
+                        .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
+                        .key_positions = a.key_positions, .tokens = a.tokens, .n_heads = a.n_heads,
+                        .head_dim = a.head_dim, .top_k = a.top_k, .block_size = a.block_size,
+                        .max_blocks = a.max_blocks, .scale = a.scale, .weight_scale = a.weight_scale},
+                       stream_);
+  }
+  void layer_norm(const float* x, WeightPtr weight, WeightPtr bias, float* y, int64_t rows, int64_t dim,
+                  float eps) override {
+    cuda::layer_norm(x, bf(weight), bf(bias), y, rows, dim, eps, stream_);
   }
   void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim) override {
     cuda::gather_rows(src, rows, dst, n, dim, stream_);
@@ -175,6 +250,40 @@ class CudaBackend final : public Backend {
                         int64_t dim) override {
     cuda::scatter_add_rows(dst, rows, weights, src, n, dim, stream_);
   }
+  bool moe_experts_async(const MoeExpertsCall& c) const override {
+    return c.tokens * c.top_k <= kSmallBatchPairs && cuda::moe_small_batch_supported(c.hidden, c.inter);
+  }
+
+  bool can_capture() const override { return !profiling_; }
+  int64_t capture(const std::function<void()>& issue) override {
+    check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    try {
+      issue();
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(stream_, &broken);
+      if (broken) cudaGraphDestroy(broken);
+      throw;
+    }
+    cudaGraph_t graph = nullptr;
+    check_cuda(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    check_cuda(status, "cudaGraphInstantiate");
+    graphs_.push_back(exec);
+    return static_cast<int64_t>(graphs_.size()) - 1;
+  }
+  void replay(int64_t id) override {
+    SY_CHECK(id >= 0 && id < static_cast<int64_t>(graphs_.size()), "no captured step {}", id);
+    check_cuda(cudaGraphLaunch(graphs_[static_cast<size_t>(id)], stream_), "cudaGraphLaunch");
+  }
+  void drop_captures() override {
+    for (cudaGraphExec_t g : graphs_) cudaGraphExecDestroy(g);
+    graphs_.clear();
+  }
+  uint64_t generation() const override { return generation_; }
+
   // Few (token, expert) pairs: GEMVs over each pair's weights with no host round trip. Many: grouped
   // GEMMs per expert (each expert's weights read once for all its tokens).
   void moe_experts(const MoeExpertsCall& c) override {
@@ -200,6 +309,7 @@ class CudaBackend final : public Backend {
     if (!buf || buf->size() < bytes) {
       check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
       buf = std::make_unique<CudaBuffer>(bytes + bytes / 2);
+      ++generation_;
     }
     return buf->as<float>();
   }
@@ -210,6 +320,7 @@ class CudaBackend final : public Backend {
     if (!x_bf16_ || x_bf16_->size() < bytes) {
       check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
       x_bf16_ = std::make_unique<CudaBuffer>(bytes + bytes / 2);
+      ++generation_;
     }
     return x_bf16_->as<bf16_bits>();
   }
@@ -217,7 +328,10 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<CudaBuffer> x_bf16_;
-  std::array<std::unique_ptr<CudaBuffer>, 2> small_moe_;
+  std::unique_ptr<CudaBuffer> cublas_workspace_;
+  std::vector<cudaGraphExec_t> graphs_;
+  uint64_t generation_ = 0;
+  std::array<std::unique_ptr<CudaBuffer>, 5> small_moe_;  // MoE GEMV (0, 1) and attention split (2-4) scratch
   bool profiling_ = false;
   GroupedMoe grouped_moe_;
   std::vector<cudaEvent_t> events_;  // pool, reused across steps

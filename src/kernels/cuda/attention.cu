@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 
 #include <cfloat>
+#include <climits>
 
 #include "kernels/cuda/ops.cuh"
 
@@ -87,40 +88,64 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
   }
 }
 
-// One thread per token: softmax over the experts, then top_k by repeated selection (highest first,
-// lower id on ties), as the CPU kernel does.
+// One warp per token: softmax over the experts (lanes stride over them), then top_k rounds of a warp
+// argmax (highest first, lower id on ties, as the CPU kernel does), each winner removed from the next
+// round.
+constexpr int kMaxExpertsPerLane = 16;  // up to 512 experts
+
 __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* weights, int64_t tokens, int64_t n_experts,
                                     int64_t top_k, bool renormalize) {
-  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t t = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
   if (t >= tokens) return;
   const float* row = logits + t * n_experts;
+  float v[kMaxExpertsPerLane];
   float m = -FLT_MAX;
-  for (int64_t e = 0; e < n_experts; ++e) m = fmaxf(m, row[e]);
+#pragma unroll
+  for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+    const int64_t e = lane + 32 * i;
+    v[i] = e < n_experts ? row[e] : -FLT_MAX;
+    m = fmaxf(m, v[i]);
+  }
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   float sum = 0.0f;
-  for (int64_t e = 0; e < n_experts; ++e) sum += expf(row[e] - m);
+#pragma unroll
+  for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+    if (lane + 32 * i < n_experts) sum += expf(v[i] - m);
+  }
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   float chosen_sum = 0.0f;
-  float prev = FLT_MAX;
-  int64_t prev_id = -1;
   for (int64_t k = 0; k < top_k; ++k) {
-    int64_t best = -1;
-    float best_v = -FLT_MAX;
-    for (int64_t e = 0; e < n_experts; ++e) {
-      const float v = row[e];
-      // Strictly after the previous pick in (value desc, id asc) order.
-      const bool after_prev = v < prev || (v == prev && e > prev_id);
-      if (after_prev && (best < 0 || v > best_v)) {
-        best = e;
-        best_v = v;
+    float best = -FLT_MAX;
+    int best_e = INT_MAX;
+#pragma unroll
+    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+      const int e = lane + 32 * i;
+      if (e < n_experts && (v[i] > best || (v[i] == best && e < best_e))) {
+        best = v[i];
+        best_e = e;
       }
     }
-    ids[t * top_k + k] = static_cast<int32_t>(best);
-    const float pr = expf(best_v - m) / sum;
-    weights[t * top_k + k] = pr;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
+      if (ob > best || (ob == best && oe < best_e)) {
+        best = ob;
+        best_e = oe;
+      }
+    }
+    const float pr = expf(best - m) / sum;
+    if (lane == 0) {
+      ids[t * top_k + k] = best_e;
+      weights[t * top_k + k] = pr;
+    }
     chosen_sum += pr;
-    prev = best_v;
-    prev_id = best;
+#pragma unroll
+    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+      if (lane + 32 * i == best_e) v[i] = -FLT_MAX;  // taken
+    }
   }
-  if (renormalize) {
+  if (renormalize && lane == 0) {
     for (int64_t k = 0; k < top_k; ++k) weights[t * top_k + k] /= chosen_sum;
   }
 }
@@ -152,8 +177,9 @@ void paged_attention(const AttentionParams& p, cudaStream_t s) {
 void softmax_topk(const float* logits, int32_t* expert_ids, float* weights, int64_t tokens, int64_t n_experts,
                   int64_t top_k, bool renormalize, cudaStream_t s) {
   if (tokens == 0) return;
-  softmax_topk_kernel<<<static_cast<unsigned>((tokens + 127) / 128), 128, 0, s>>>(logits, expert_ids, weights, tokens,
-                                                                              n_experts, top_k, renormalize);
+  check_supported(n_experts <= 32 * kMaxExpertsPerLane, "softmax_topk handles at most 512 experts");
+  softmax_topk_kernel<<<static_cast<unsigned>((tokens + 3) / 4), 128, 0, s>>>(logits, expert_ids, weights, tokens,
+                                                                          n_experts, top_k, renormalize);
   check_launch("softmax_topk");
 }
 

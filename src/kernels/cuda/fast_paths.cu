@@ -6,6 +6,7 @@
 //   weighted combine. No host round trip.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda/ops.cuh"
@@ -18,6 +19,7 @@ constexpr int kWarps = 8;
 constexpr int kMaxGroup = 8;
 
 __device__ __forceinline__ float bf(bf16_bits v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
 __device__ __forceinline__ void unpack8(const uint4& u, float* f) {
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};
@@ -34,14 +36,16 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// DPL: dims per lane (head_dim / 32).
+// DPL: dims per lane (head_dim / 32). Block (token, kv head, split) covers split `split` of the
+// token's visible keys; with one split it writes the output, else an unnormalised partial (m, l, acc).
 template <int DPL>
-__global__ void __launch_bounds__(kWarps * 32) gqa_attention_warp_kernel(AttentionParams p) {
+__global__ void __launch_bounds__(kWarps * 32) gqa_attention_warp_kernel(AttentionParams p, AttentionSplit sp) {
   __shared__ float q_s[kMaxGroup][DPL * 32];
   __shared__ float m_s[kWarps][kMaxGroup], l_s[kWarps][kMaxGroup];
   __shared__ float acc_s[kWarps][kMaxGroup][DPL * 32];
   const int G = static_cast<int>(p.n_heads / p.kv_heads);
-  const int64_t t = blockIdx.x / p.kv_heads, kvh = blockIdx.x % p.kv_heads;
+  const int64_t split = blockIdx.x % sp.splits, tk = blockIdx.x / sp.splits;
+  const int64_t t = tk / p.kv_heads, kvh = tk % p.kv_heads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int hd = DPL * 32;
   for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
@@ -49,7 +53,10 @@ __global__ void __launch_bounds__(kWarps * 32) gqa_attention_warp_kernel(Attenti
   }
   __syncthreads();
   const int64_t pos = p.positions[t];
-  const int64_t first = p.sliding_window > 0 ? max(int64_t(0), pos - p.sliding_window + 1) : 0;
+  const int64_t visible_first = p.sliding_window > 0 ? max(int64_t(0), pos - p.sliding_window + 1) : 0;
+  const int64_t chunk = (pos - visible_first + sp.splits) / sp.splits;  // ceil(n_keys / splits)
+  const int64_t first = visible_first + split * chunk;
+  const int64_t last = min(pos, first + chunk - 1);
   const int32_t* table = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks;
 
   float m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][DPL];
@@ -60,7 +67,7 @@ __global__ void __launch_bounds__(kWarps * 32) gqa_attention_warp_kernel(Attenti
 #pragma unroll
     for (int d = 0; d < DPL; ++d) acc[g][d] = 0.0f;
   }
-  for (int64_t kp = first + warp; kp <= pos; kp += kWarps) {
+  for (int64_t kp = first + warp; kp <= last; kp += kWarps) {
     const int64_t slot = static_cast<int64_t>(table[kp / p.block_size]) * p.block_size + kp % p.block_size;
     const bf16_bits* krow = p.k_cache + (slot * p.kv_heads + kvh) * hd;
     const bf16_bits* vrow = p.v_cache + (slot * p.kv_heads + kvh) * hd;
@@ -107,8 +114,38 @@ __global__ void __launch_bounds__(kWarps * 32) gqa_attention_warp_kernel(Attenti
       L += l_s[w][g] * f;
       A += acc_s[w][g][d] * f;
     }
-    p.out[(t * p.n_heads + kvh * G + g) * hd + d] = A / L;
+    const int64_t head = t * p.n_heads + kvh * G + g;
+    if (sp.splits == 1) {
+      p.out[head * hd + d] = A / L;
+    } else {
+      sp.acc[(head * sp.splits + split) * hd + d] = A;
+      if (d == 0) {
+        sp.m[head * sp.splits + split] = M;
+        sp.l[head * sp.splits + split] = L;
+      }
+    }
   }
+}
+
+// Merges the splits of every (token, head): out = Σ acc_s e^(m_s − M) / Σ l_s e^(m_s − M).
+__global__ void attention_merge_kernel(AttentionParams p, AttentionSplit sp) {
+  const int64_t hd = p.head_dim;
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= p.tokens * p.n_heads * hd) return;
+  const int64_t head = i / hd, d = i % hd;
+  float M = -FLT_MAX;
+  for (int64_t s = 0; s < sp.splits; ++s) {
+    if (sp.l[head * sp.splits + s] > 0.0f) M = fmaxf(M, sp.m[head * sp.splits + s]);
+  }
+  float L = 0.0f, A = 0.0f;
+  for (int64_t s = 0; s < sp.splits; ++s) {
+    const float l = sp.l[head * sp.splits + s];
+    if (l == 0.0f) continue;  // a split with no visible key
+    const float f = __expf(sp.m[head * sp.splits + s] - M);
+    L += l * f;
+    A += sp.acc[(head * sp.splits + s) * hd + d] * f;
+  }
+  p.out[i] = A / L;
 }
 
 // One warp per intermediate row i of one (token, expert) pair: gate and up rows together.
@@ -116,7 +153,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeSmallBatchP
   extern __shared__ float x_s[];  // [hidden]
   const int64_t pair = blockIdx.y, t = pair / p.top_k;
   const int64_t e = p.expert_ids[pair];
-  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) x_s[i] = p.x[t * p.hidden + i];
+  // Inputs rounded to bf16, as cuBLAS is fed on the grouped path and as the cpu-bf16 oracle does.
+  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) x_s[i] = round_bf16(p.x[t * p.hidden + i]);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
@@ -145,7 +183,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(MoeSmallBatchPara
   extern __shared__ float a_s[];  // [inter]
   const int64_t pair = blockIdx.y;
   const int64_t e = p.expert_ids[pair];
-  for (int64_t i = threadIdx.x; i < p.inter; i += blockDim.x) a_s[i] = p.act[pair * p.inter + i];
+  for (int64_t i = threadIdx.x; i < p.inter; i += blockDim.x) a_s[i] = round_bf16(p.act[pair * p.inter + i]);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
@@ -180,21 +218,32 @@ bool gqa_attention_warp_supported(int64_t n_heads, int64_t kv_heads, int64_t hea
          (head_dim == 32 || head_dim == 64 || head_dim == 128);
 }
 
-void gqa_attention_warp(const AttentionParams& p, cudaStream_t s) {
+int64_t gqa_attention_splits(int64_t tokens, int64_t kv_heads, int64_t max_keys) {
+  // Enough blocks to cover the GPU twice over, but at least 64 keys (8 per warp) per split.
+  const int64_t want = (264 + tokens * kv_heads - 1) / (tokens * kv_heads);
+  return std::max<int64_t>(1, std::min<int64_t>(want, max_keys / 64));
+}
+
+void gqa_attention_warp(const AttentionParams& p, const AttentionSplit& sp, cudaStream_t s) {
   if (p.tokens == 0) return;
-  const auto blocks = static_cast<unsigned>(p.tokens * p.kv_heads);
+  const auto blocks = static_cast<unsigned>(p.tokens * p.kv_heads * sp.splits);
   switch (p.head_dim) {
     case 32:
-      gqa_attention_warp_kernel<1><<<blocks, kWarps * 32, 0, s>>>(p);
+      gqa_attention_warp_kernel<1><<<blocks, kWarps * 32, 0, s>>>(p, sp);
       break;
     case 64:
-      gqa_attention_warp_kernel<2><<<blocks, kWarps * 32, 0, s>>>(p);
+      gqa_attention_warp_kernel<2><<<blocks, kWarps * 32, 0, s>>>(p, sp);
       break;
     default:
-      gqa_attention_warp_kernel<4><<<blocks, kWarps * 32, 0, s>>>(p);
+      gqa_attention_warp_kernel<4><<<blocks, kWarps * 32, 0, s>>>(p, sp);
       break;
   }
   check_launch("gqa_attention_warp");
+  if (sp.splits > 1) {
+    const int64_t n = p.tokens * p.n_heads * p.head_dim;
+    attention_merge_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(p, sp);
+    check_launch("attention_merge");
+  }
 }
 
 bool moe_small_batch_supported(int64_t hidden, int64_t inter) { return hidden % 8 == 0 && inter % 8 == 0; }

@@ -17,6 +17,8 @@ using bf16_bits = uint16_t;
 void check_cuda(cudaError_t status, const char* what);
 // Checks the last kernel launch.
 void check_launch(const char* kernel);
+// Throws sy::Error with `what` when !ok.
+void check_supported(bool ok, const char* what);
 // Throws when a kernel would need more dynamic shared memory than the device allows.
 void check_shared_memory(const char* kernel, size_t bytes, size_t limit);
 
@@ -64,10 +66,25 @@ struct AttentionParams {
 };
 void paged_attention(const AttentionParams& p, cudaStream_t s);
 
+// y[m, n] = bf16(x)[m, k] · w[n, k]^T (+ bias) for small m (gemv.cu); needs 1 <= m <= 16, k % 8 == 0,
+// x and w 16-byte aligned.
+bool gemv_supported(int64_t m, int64_t k);
+void gemv(const float* x, const bf16_bits* w, const bf16_bits* bias, float* y, int64_t m, int64_t n, int64_t k,
+          cudaStream_t s);
+
 // Fast decode-oriented attention (fast_paths.cu) for GQA groups of at most 8 heads and head_dim
 // 32, 64 or 128; paged_attention covers everything else.
 bool gqa_attention_warp_supported(int64_t n_heads, int64_t kv_heads, int64_t head_dim, int64_t v_head_dim);
-void gqa_attention_warp(const AttentionParams& p, cudaStream_t s);
+// Keys of each (token, kv head) split over `splits` blocks (flash-decoding), merged by a second kernel
+// through scratch m, l [tokens, n_heads, splits] and acc [tokens, n_heads, splits, head_dim].
+struct AttentionSplit {
+  int64_t splits = 1;
+  float* m = nullptr;
+  float* l = nullptr;
+  float* acc = nullptr;
+};
+int64_t gqa_attention_splits(int64_t tokens, int64_t kv_heads, int64_t max_keys);
+void gqa_attention_warp(const AttentionParams& p, const AttentionSplit& split, cudaStream_t s);
 
 struct MoeSmallBatchParams {
   const float* x;            // [tokens, hidden]

@@ -15,5 +15,11 @@ using ArchBuilder = std::unique_ptr<Model> (*)(const ConfigJson& config, const L
 
 std::unique_ptr<Model> build_qwen3_moe(const ConfigJson&, const LoadOptions&, WeightLoader&, WeightStore&, Backend&);
 std::unique_ptr<Model> build_mixtral(const ConfigJson&, const LoadOptions&, WeightLoader&, WeightStore&, Backend&);
+std::unique_ptr<Model> build_deepseek_v3(const ConfigJson&, const LoadOptions&, WeightLoader&, WeightStore&, Backend&);
+std::unique_ptr<Model> build_deepseek_v32(const ConfigJson&, const LoadOptions&, WeightLoader&, WeightStore&,
+                                          Backend&);
+std::unique_ptr<Model> build_glm4_moe(const ConfigJson&, const LoadOptions&, WeightLoader&, WeightStore&, Backend&);
+std::unique_ptr<Model> build_glm_moe_dsa(const ConfigJson&, const LoadOptions&, WeightLoader&, WeightStore&,
+                                         Backend&);
 
 }  // namespace sy

@@ -7,7 +7,7 @@
 namespace sy {
 
 namespace {
-enum ScratchId : int { kGateUp = 200, kAct, kRouterLogits, kExpertIds, kExpertWeights };
+enum ScratchId : int { kGateUp = 200, kAct, kRouterLogits, kExpertIds, kExpertWeights, kSharedOut };
 }
 
 DenseMlpWeights bind_dense_mlp(WeightLoader& loader, const std::string& prefix, const MlpNames& names,
@@ -51,6 +51,16 @@ MoeWeights bind_moe(WeightLoader& loader, const std::string& router_name, const 
   return w;
 }
 
+MoeWeights bind_deepseek_moe(WeightLoader& loader, const std::string& mlp_prefix, const MoeConfig& c) {
+  const MlpNames names{.gate = "gate_proj.weight", .up = "up_proj.weight", .down = "down_proj.weight"};
+  MoeWeights w = bind_moe(loader, mlp_prefix + "gate.weight", mlp_prefix + "experts.", names, c);
+  w.score_bias = loader.bind_f32(mlp_prefix + "gate.e_score_correction_bias", {c.n_experts});
+  if (c.shared_inter > 0) {
+    w.shared = bind_dense_mlp(loader, mlp_prefix + "shared_experts.", names, c.hidden, c.shared_inter);
+  }
+  return w;
+}
+
 void moe_forward(const StepContext& step, Scratch& scratch, const MoeConfig& c, const MoeWeights& w, const float* x,
                  float* out) {
   Backend& be = *step.backend;
@@ -60,11 +70,26 @@ void moe_forward(const StepContext& step, Scratch& scratch, const MoeConfig& c, 
   int32_t* ids = scratch.get<int32_t>(kExpertIds, TK);
   float* weights = scratch.get<float>(kExpertWeights, TK);
   be.linear_f32(x, w.router, logits, T, c.n_experts, c.hidden);
-  be.softmax_topk({.logits = logits, .expert_ids = ids, .weights = weights, .tokens = T,
-                   .n_experts = c.n_experts, .top_k = K, .renormalize = c.renormalize});
+  switch (c.scoring) {
+    case RouterScoring::softmax:
+      be.softmax_topk({.logits = logits, .expert_ids = ids, .weights = weights, .tokens = T,
+                       .n_experts = c.n_experts, .top_k = K, .renormalize = c.renormalize});
+      break;
+    case RouterScoring::sigmoid:
+      be.grouped_topk({.logits = logits, .score_bias = w.score_bias, .expert_ids = ids, .weights = weights,
+                       .tokens = T, .n_experts = c.n_experts, .top_k = K, .n_group = c.n_group,
+                       .topk_group = c.topk_group, .renormalize = c.renormalize,
+                       .scaling = c.routed_scaling_factor});
+      break;
+  }
 
   be.moe_experts({.x = x, .expert_ids = ids, .weights = weights, .gate_up = w.gate_up, .down = w.down, .out = out,
                   .tokens = T, .hidden = c.hidden, .inter = c.inter, .n_experts = c.n_experts, .top_k = K});
+  if (c.shared_inter > 0) {
+    float* shared = scratch.get<float>(kSharedOut, T * c.hidden);
+    dense_mlp_forward(step, scratch, w.shared, x, shared);
+    be.add(out, shared, T * c.hidden);
+  }
 }
 
 }  // namespace sy

@@ -30,24 +30,39 @@ DenseMlpWeights bind_dense_mlp(WeightLoader& loader, const std::string& prefix, 
 void dense_mlp_forward(const StepContext& step, Scratch& scratch, const DenseMlpWeights& w, const float* x,
                        float* out);
 
+enum class RouterScoring : uint8_t {
+  softmax,  // softmax over the experts, top-k (Mixtral, Qwen3-MoE)
+  sigmoid,  // DeepSeek-V3 noaux_tc: sigmoid, e_score_correction_bias for the choice only, group-limited top-k
+};
+
 struct MoeConfig {
   int64_t hidden = 0;
   int64_t n_experts = 0;
   int64_t top_k = 0;
   int64_t inter = 0;           // per-expert intermediate size
-  bool renormalize = false;    // top-k weights divided by their sum (Mixtral always; Qwen3 if norm_topk_prob)
+  bool renormalize = false;    // top-k weights divided by their sum (Mixtral always; Qwen3 / DeepSeek if norm_topk_prob)
+  RouterScoring scoring = RouterScoring::softmax;
+  int64_t n_group = 1;         // sigmoid: experts form n_group equal groups, only the topk_group best are eligible
+  int64_t topk_group = 1;
+  float routed_scaling_factor = 1.0f;  // sigmoid: multiplies the final routed weights
+  int64_t shared_inter = 0;    // shared experts as one SwiGLU MLP of this size (moe_inter * n_shared_experts); 0: none
 };
 
 struct MoeWeights {
-  const float* router = nullptr;   // fp32 [n_experts, hidden]
+  const float* router = nullptr;      // fp32 [n_experts, hidden]
+  const float* score_bias = nullptr;  // fp32 [n_experts] e_score_correction_bias, or null
   WeightPtr gate_up = nullptr;  // [n_experts, 2 * inter, hidden]
   WeightPtr down = nullptr;     // [n_experts, hidden, inter]
+  DenseMlpWeights shared;       // added to every token's output when MoeConfig::shared_inter > 0
 };
 
 // Binds `router_name` and, for each expert e, expert_prefix + e + "." + names.{gate,up,down}.
 MoeWeights bind_moe(WeightLoader& loader, const std::string& router_name, const std::string& expert_prefix,
                     const MlpNames& names, const MoeConfig& c);
-// Softmax routing in fp32, top-k, optional renormalisation; out[T, hidden] = Σ_k w_k · expert_k(x).
+// DeepSeek-V3-style MoE under mlp_prefix (e.g. "model.layers.3.mlp."): gate.weight, gate.e_score_correction_bias,
+// experts.{e}.{gate,up,down}_proj.weight and, with shared_inter > 0, shared_experts.{gate,up,down}_proj.weight.
+MoeWeights bind_deepseek_moe(WeightLoader& loader, const std::string& mlp_prefix, const MoeConfig& c);
+// Routing in fp32 (softmax or sigmoid as configured), then out[T, hidden] = Σ_k w_k · expert_k(x) (+ shared(x)).
 void moe_forward(const StepContext& step, Scratch& scratch, const MoeConfig& c, const MoeWeights& w, const float* x,
                  float* out);
 

@@ -32,11 +32,14 @@ class Scratch {
   T* get(int id, int64_t count) {
     return static_cast<T*>(get_bytes(id, static_cast<size_t>(count) * sizeof(T)));
   }
+  // Changes whenever a buffer is reallocated (captured steps that used the old one are stale).
+  uint64_t generation() const { return generation_; }
 
  private:
   void* get_bytes(int id, size_t bytes);
   Backend& backend_;
   std::vector<std::unique_ptr<DeviceBuffer>> slots_;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace sy

@@ -1,0 +1,254 @@
+// Multi-head latent attention over the bf16 latent cache, the sparse-attention indexer's top-k key
+// selection, and layer norm. Plain first versions: one block per (token, head) or per token, scores in
+// shared memory, as paged_attention; correctness against the CPU backend first, speed later.
+#include <cuda_bf16.h>
+
+#include <cfloat>
+
+#include "kernels/cuda/mla_ops.cuh"
+
+namespace sy::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+
+__device__ __forceinline__ float bf(bf16_bits v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
+__device__ __forceinline__ bf16_bits to_bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+
+// Reduction over a block of kThreads threads; every thread gets the result.
+__device__ float block_reduce(float v, bool is_max, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, other) : v + other;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < kThreads / 32 ? shared[lane] : (is_max ? -FLT_MAX : 0.0f);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, other) : v + other;
+  }
+  return v;
+}
+
+__device__ __forceinline__ int64_t slot_of(const int32_t* table, int64_t block_size, int64_t pos) {
+  return static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size;
+}
+
+// One block per token: RMSNorm of the latent with kv_a_layernorm, then the rope key, both to bf16.
+__global__ void __launch_bounds__(kThreads) mla_kv_write_kernel(MlaKvWriteParams p) {
+  __shared__ float reduce[32];
+  const int64_t t = blockIdx.x, row = p.kv_lora_rank + p.rope_dim;
+  const float* in = p.kv + t * row;
+  bf16_bits* out = p.cache + static_cast<int64_t>(p.slots[t]) * row;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < p.kv_lora_rank; i += blockDim.x) ss += in[i] * in[i];
+  const float inv = rsqrtf(block_reduce(ss, false, reduce) / static_cast<float>(p.kv_lora_rank) + p.eps);
+  for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
+    out[i] = to_bf(i < p.kv_lora_rank ? in[i] * inv * bf(p.norm_weight[i]) : in[i]);
+  }
+}
+
+// One block per (token, head): score every key (all of 0..p or the indexer's choice) into shared memory,
+// softmax, then each thread mixes some latent dims.
+__global__ void __launch_bounds__(kThreads) mla_attention_kernel(MlaAttentionParams p) {
+  extern __shared__ float scores[];
+  __shared__ float reduce[32];
+  const int64_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
+  const int64_t pos = p.positions[t], row = p.kv_lora_rank + p.rope_dim;
+  const int32_t* table = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks;
+  const int32_t* chosen = p.key_positions ? p.key_positions + t * p.n_selected : nullptr;
+  const int64_t n = chosen ? p.n_selected : pos + 1;
+  const float* ql = p.q_latent + (t * p.n_heads + h) * p.kv_lora_rank;
+  const float* qr = p.q_rope + (t * p.n_heads + h) * p.q_rope_stride;
+
+  float local_max = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const int64_t k = chosen ? chosen[j] : j;
+    if (k < 0 || k > pos) {
+      scores[j] = -INFINITY;
+      continue;
+    }
+    const bf16_bits* c = p.cache + slot_of(table, p.block_size, k) * row;
+    float dot = 0.0f;
+    for (int64_t d = 0; d < p.kv_lora_rank; ++d) dot += ql[d] * bf(c[d]);
+    for (int64_t d = 0; d < p.rope_dim; ++d) dot += qr[d] * bf(c[p.kv_lora_rank + d]);
+    scores[j] = dot * p.scale;
+    local_max = fmaxf(local_max, scores[j]);
+  }
+  const float m = block_reduce(local_max, true, reduce);
+  float local_sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const float e = scores[j] == -INFINITY ? 0.0f : expf(scores[j] - m);
+    scores[j] = e;
+    local_sum += e;
+  }
+  const float inv = 1.0f / block_reduce(local_sum, false, reduce);
+  __syncthreads();
+  for (int64_t d = threadIdx.x; d < p.kv_lora_rank; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      if (scores[j] == 0.0f) continue;
+      const int64_t k = chosen ? chosen[j] : j;
+      acc += scores[j] * bf(p.cache[slot_of(table, p.block_size, k) * row + d]);
+    }
+    p.out[(t * p.n_heads + h) * p.kv_lora_rank + d] = acc * inv;
+  }
+}
+
+// Order-preserving map of floats to unsigned integers (for the radix select).
+__device__ __forceinline__ uint32_t ordered(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// One block per token: the index score of every visible key into shared memory, a radix select of the
+// top_k-th largest score, then a stable compaction that writes the chosen positions in ascending order
+// (keys equal to the threshold: the lowest positions first).
+__global__ void __launch_bounds__(kThreads) indexer_topk_kernel(IndexerTopkParams p) {
+  extern __shared__ float scores[];
+  __shared__ uint32_t hist[256];
+  __shared__ uint32_t s_prefix, s_remaining;
+  __shared__ int32_t below_gt[kThreads], below_eq[kThreads];
+  const int64_t t = blockIdx.x, n_keys = static_cast<int64_t>(p.positions[t]) + 1;
+  const int32_t* table = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks;
+  for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) {
+    const bf16_bits* key = p.k_cache + slot_of(table, p.block_size, j) * p.head_dim;
+    float s = 0.0f;
+    for (int64_t h = 0; h < p.n_heads; ++h) {
+      const float* q = p.q + (t * p.n_heads + h) * p.head_dim;
+      float dot = 0.0f;
+      for (int64_t d = 0; d < p.head_dim; ++d) dot += q[d] * bf(key[d]);
+      s += p.head_weights[t * p.n_heads + h] * p.weight_scale * fmaxf(0.0f, dot * p.scale);
+    }
+    scores[j] = s + 0.0f;  // -0 → +0, as on the CPU
+  }
+  __syncthreads();
+  int32_t* out = p.key_positions + t * p.top_k;
+  if (n_keys <= p.top_k) {
+    for (int64_t j = threadIdx.x; j < p.top_k; j += blockDim.x) out[j] = j < n_keys ? static_cast<int32_t>(j) : -1;
+    return;
+  }
+  uint32_t prefix = 0, mask = 0, remaining = static_cast<uint32_t>(p.top_k);
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) {
+      const uint32_t u = ordered(scores[j]);
+      if ((u & mask) == prefix) atomicAdd(&hist[(u >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      uint32_t above = 0;
+      for (int b = 255; b >= 0; --b) {
+        if (above + hist[b] >= remaining) {
+          s_prefix = prefix | (static_cast<uint32_t>(b) << shift);
+          s_remaining = remaining - above;
+          break;
+        }
+        above += hist[b];
+      }
+    }
+    __syncthreads();
+    prefix = s_prefix;
+    remaining = s_remaining;
+    mask |= 255u << shift;
+  }
+  // prefix is now the top_k-th largest score; `remaining` of the keys equal to it are kept.
+  const int64_t chunk = (n_keys + blockDim.x - 1) / blockDim.x;
+  const int64_t begin = threadIdx.x * chunk, end = min(begin + chunk, n_keys);
+  int32_t gt = 0, eq = 0;
+  for (int64_t j = begin; j < end; ++j) {
+    const uint32_t u = ordered(scores[j]);
+    gt += u > prefix;
+    eq += u == prefix;
+  }
+  below_gt[threadIdx.x] = gt;
+  below_eq[threadIdx.x] = eq;
+  __syncthreads();
+  if (threadIdx.x == 0) {  // exclusive prefix sums over the threads' chunks
+    int32_t sum_gt = 0, sum_eq = 0;
+    for (int i = 0; i < static_cast<int>(blockDim.x); ++i) {
+      const int32_t g = below_gt[i], e = below_eq[i];
+      below_gt[i] = sum_gt;
+      below_eq[i] = sum_eq;
+      sum_gt += g;
+      sum_eq += e;
+    }
+  }
+  __syncthreads();
+  int64_t eq_before = below_eq[threadIdx.x];
+  int64_t at = below_gt[threadIdx.x] + min(eq_before, static_cast<int64_t>(remaining));
+  for (int64_t j = begin; j < end; ++j) {
+    const uint32_t u = ordered(scores[j]);
+    if (u > prefix) {
+      out[at++] = static_cast<int32_t>(j);
+    } else if (u == prefix) {
+      if (eq_before < static_cast<int64_t>(remaining)) out[at++] = static_cast<int32_t>(j);
+      ++eq_before;
+    }
+  }
+}
+
+// One block per row.
+__global__ void __launch_bounds__(kThreads) layer_norm_kernel(const float* x, const bf16_bits* weight,
+                                                              const bf16_bits* bias, float* y, int64_t dim, float eps) {
+  __shared__ float reduce[32];
+  const float* in = x + blockIdx.x * dim;
+  float* o = y + blockIdx.x * dim;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += in[i];
+  const float mean = block_reduce(sum, false, reduce) / static_cast<float>(dim);
+  float var = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) var += (in[i] - mean) * (in[i] - mean);
+  const float inv = rsqrtf(block_reduce(var, false, reduce) / static_cast<float>(dim) + eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = (in[i] - mean) * inv * bf(weight[i]) + bf(bias[i]);
+}
+
+// Raises a kernel's dynamic shared memory limit when a launch needs more than the default 48 KiB.
+template <typename Kernel>
+void allow_shared_memory(Kernel kernel, const char* name, size_t bytes, size_t& configured) {
+  if (bytes <= configured) return;
+  check_shared_memory(name, bytes, 227 * 1024);
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), name);
+  configured = bytes;
+}
+
+}  // namespace
+
+void mla_kv_write(const MlaKvWriteParams& p, cudaStream_t s) {
+  if (p.tokens == 0) return;
+  mla_kv_write_kernel<<<static_cast<unsigned>(p.tokens), kThreads, 0, s>>>(p);
+  check_launch("mla_kv_write");
+}
+
+void mla_attention(const MlaAttentionParams& p, cudaStream_t s) {
+  if (p.tokens == 0 || p.n_heads == 0) return;
+  const int64_t keys = p.key_positions ? p.n_selected : p.max_blocks * p.block_size;
+  const size_t smem = static_cast<size_t>(keys) * sizeof(float);
+  static size_t configured = 48 * 1024 - 32 * sizeof(float);  // the static reduction buffer counts too
+  allow_shared_memory(mla_attention_kernel, "mla_attention", smem, configured);
+  mla_attention_kernel<<<static_cast<unsigned>(p.tokens * p.n_heads), kThreads, smem, s>>>(p);
+  check_launch("mla_attention");
+}
+
+void indexer_topk(const IndexerTopkParams& p, cudaStream_t s) {
+  if (p.tokens == 0) return;
+  const size_t smem = static_cast<size_t>(p.max_blocks * p.block_size) * sizeof(float);
+  static size_t configured = 48 * 1024 - 2 * kThreads * sizeof(int32_t) - 256 * sizeof(uint32_t) - 64;
+  allow_shared_memory(indexer_topk_kernel, "indexer_topk", smem, configured);
+  indexer_topk_kernel<<<static_cast<unsigned>(p.tokens), kThreads, smem, s>>>(p);
+  check_launch("indexer_topk");
+}
+
+void layer_norm(const float* x, const bf16_bits* weight, const bf16_bits* bias, float* y, int64_t rows, int64_t dim,
+                float eps, cudaStream_t s) {
+  if (rows == 0) return;
+  layer_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, weight, bias, y, dim, eps);
+  check_launch("layer_norm");
+}
+
+}  // namespace sy::cuda

@@ -1,0 +1,103 @@
+// Sigmoid group-limited routing (DeepSeek-V3 noaux_tc) and the element-wise sum of the shared experts.
+#include <algorithm>
+#include <cfloat>
+
+#include "kernels/cuda/mla_ops.cuh"
+
+namespace sy::cuda {
+
+namespace {
+
+constexpr int kMaxGroups = 64;
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// One thread per token. Selections are repeated passes that take the best entry strictly after the
+// previous pick in (value descending, id ascending) order, as the CPU kernel's stable ordering does.
+__global__ void grouped_topk_kernel(GroupedTopkArgs a) {
+  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (t >= a.tokens) return;
+  const float* logits = a.logits + t * a.n_experts;
+  const int64_t per_group = a.n_experts / a.n_group;
+  const auto choice = [&](int64_t e) { return sigmoid(logits[e]) + (a.score_bias ? a.score_bias[e] : 0.0f); };
+  float group_score[kMaxGroups];
+  for (int64_t g = 0; g < a.n_group; ++g) {
+    float best = -FLT_MAX, second = -FLT_MAX;
+    for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
+      const float c = choice(e);
+      if (c > best) {
+        second = best;
+        best = c;
+      } else if (c > second) {
+        second = c;
+      }
+    }
+    group_score[g] = per_group > 1 ? best + second : best;
+  }
+  uint64_t kept = 0;
+  float prev = FLT_MAX;
+  int64_t prev_id = -1;
+  for (int64_t i = 0; i < a.topk_group; ++i) {
+    int64_t best = -1;
+    for (int64_t g = 0; g < a.n_group; ++g) {
+      const float v = group_score[g];
+      const bool after_prev = v < prev || (v == prev && g > prev_id);
+      if (after_prev && (best < 0 || v > group_score[best])) best = g;
+    }
+    kept |= uint64_t{1} << best;
+    prev = group_score[best];
+    prev_id = best;
+  }
+  prev = FLT_MAX;
+  prev_id = -1;
+  float sum = 0.0f;
+  for (int64_t k = 0; k < a.top_k; ++k) {
+    int64_t best = -1;
+    float best_v = -FLT_MAX;
+    for (int64_t e = 0; e < a.n_experts; ++e) {
+      if (!((kept >> (e / per_group)) & 1u)) continue;
+      const float v = choice(e);
+      const bool after_prev = v < prev || (v == prev && e > prev_id);
+      if (after_prev && (best < 0 || v > best_v)) {
+        best = e;
+        best_v = v;
+      }
+    }
+    a.expert_ids[t * a.top_k + k] = static_cast<int32_t>(best);
+    const float w = sigmoid(logits[best]);
+    a.weights[t * a.top_k + k] = w;
+    sum += w;
+    prev = best_v;
+    prev_id = best;
+  }
+  const float denominator = a.renormalize ? sum + 1e-20f : 1.0f;
+  for (int64_t k = 0; k < a.top_k; ++k)
+    a.weights[t * a.top_k + k] = a.weights[t * a.top_k + k] / denominator * a.scaling;
+}
+
+__global__ void add_kernel(float* y, const float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    y[i] += x[i];
+  }
+}
+
+}  // namespace
+
+void grouped_topk(const GroupedTopkArgs& a, cudaStream_t s) {
+  if (a.tokens == 0) return;
+  check_supported(a.n_group >= 1 && a.n_group <= kMaxGroups && a.n_experts % a.n_group == 0 && a.topk_group >= 1 &&
+                      a.topk_group <= a.n_group && a.top_k >= 1 && a.top_k <= a.topk_group * (a.n_experts / a.n_group),
+                  "grouped_topk: needs 1 <= n_group <= 64 dividing n_experts, 1 <= topk_group <= n_group and "
+                  "1 <= top_k <= topk_group * experts per group");
+  grouped_topk_kernel<<<static_cast<unsigned>((a.tokens + 127) / 128), 128, 0, s>>>(a);
+  check_launch("grouped_topk");
+}
+
+void add(float* y, const float* x, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 132 * 16));
+  add_kernel<<<blocks, 256, 0, s>>>(y, x, n);
+  check_launch("add");
+}
+
+}  // namespace sy::cuda
