@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "base/dtype.h"
+#include "common/backend_data.h"
 
 namespace sy {
 namespace {
@@ -22,53 +23,8 @@ std::vector<float> randn(size_t n, std::mt19937& rng, bool bf16_exact = false) {
   return v;
 }
 
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double e = 0, m = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    e = std::max(e, std::abs(double(a[i]) - b[i]));
-    m = std::max(m, std::abs(double(b[i])));
-  }
-  return e / std::max(m, 1e-30);
-}
-
-// Device copies of host data on one backend, in fp32 or the backend's weight dtype.
-class Dev {
- public:
-  explicit Dev(Backend& b) : b_(b) {}
-  float* f32(const std::vector<float>& h) {
-    bufs_.push_back(b_.alloc(h.size() * 4 + 4));
-    b_.copy_to_device(bufs_.back()->data(), h.data(), h.size() * 4);
-    return bufs_.back()->as<float>();
-  }
-  int32_t* i32(const std::vector<int32_t>& h) {
-    bufs_.push_back(b_.alloc(h.size() * 4 + 4));
-    b_.copy_to_device(bufs_.back()->data(), h.data(), h.size() * 4);
-    return bufs_.back()->as<int32_t>();
-  }
-  void* weight(const std::vector<float>& h) {
-    if (b_.weight_dtype() == DType::f32) return f32(h);
-    std::vector<uint16_t> b(h.size());
-    for (size_t i = 0; i < h.size(); ++i) b[i] = f32_to_bf16(h[i]);
-    bufs_.push_back(b_.alloc(b.size() * 2 + 2));
-    b_.copy_to_device(bufs_.back()->data(), b.data(), b.size() * 2);
-    return bufs_.back()->data();
-  }
-  void* kv(size_t n) {
-    bufs_.push_back(b_.alloc(n * dtype_size(b_.kv_dtype())));
-    b_.zero(bufs_.back()->data(), n * dtype_size(b_.kv_dtype()));
-    return bufs_.back()->data();
-  }
-  std::vector<float> host(const float* d, size_t n) {
-    std::vector<float> h(n);
-    b_.copy_to_host(h.data(), d, n * 4);
-    return h;
-  }
-  float* out(size_t n) { return f32(std::vector<float>(n, 0.0f)); }
-
- private:
-  Backend& b_;
-  std::vector<std::unique_ptr<DeviceBuffer>> bufs_;
-};
+using test::Dev;
+using test::rel_err;
 
 class CudaVsCpu : public ::testing::Test {
  protected:

@@ -12,6 +12,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "base/dtype.h"
+#include "common/backend_data.h"
 
 namespace sy {
 namespace {
@@ -30,67 +31,8 @@ std::vector<float> small_ints(size_t n, std::mt19937& rng, int lo, int hi) {
   return v;
 }
 
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double e = 0, m = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    e = std::max(e, std::abs(double(a[i]) - b[i]));
-    m = std::max(m, std::abs(double(b[i])));
-  }
-  return e / std::max(m, 1e-30);
-}
-
-// Device copies of host data on one backend: activations fp32, weights and cache in the backend's types.
-class Dev {
- public:
-  explicit Dev(Backend& b) : b_(b) {}
-  float* f32(const std::vector<float>& h) {
-    bufs_.push_back(b_.alloc(h.size() * 4 + 4));
-    b_.copy_to_device(bufs_.back()->data(), h.data(), h.size() * 4);
-    return bufs_.back()->as<float>();
-  }
-  int32_t* i32(const std::vector<int32_t>& h) {
-    bufs_.push_back(b_.alloc(h.size() * 4 + 4));
-    b_.copy_to_device(bufs_.back()->data(), h.data(), h.size() * 4);
-    return bufs_.back()->as<int32_t>();
-  }
-  void* typed(const std::vector<float>& h, DType t) {
-    if (t == DType::f32) return f32(h);
-    std::vector<uint16_t> b(h.size());
-    for (size_t i = 0; i < h.size(); ++i) b[i] = f32_to_bf16(h[i]);
-    bufs_.push_back(b_.alloc(b.size() * 2 + 2));
-    b_.copy_to_device(bufs_.back()->data(), b.data(), b.size() * 2);
-    return bufs_.back()->data();
-  }
-  void* weight(const std::vector<float>& h) { return typed(h, b_.weight_dtype()); }
-  void* cache(const std::vector<float>& h) { return typed(h, b_.kv_dtype()); }
-  std::vector<float> host(const float* d, size_t n) {
-    std::vector<float> h(n);
-    b_.copy_to_host(h.data(), d, n * 4);
-    return h;
-  }
-  std::vector<int32_t> host_i32(const int32_t* d, size_t n) {
-    std::vector<int32_t> h(n);
-    b_.copy_to_host(h.data(), d, n * 4);
-    return h;
-  }
-  std::vector<float> host_cache(const void* d, size_t n) {
-    std::vector<float> h(n);
-    if (b_.kv_dtype() == DType::f32) {
-      b_.copy_to_host(h.data(), d, n * 4);
-      return h;
-    }
-    std::vector<uint16_t> b(n);
-    b_.copy_to_host(b.data(), d, n * 2);
-    for (size_t i = 0; i < n; ++i) h[i] = bf16_to_f32(b[i]);
-    return h;
-  }
-  float* out(size_t n) { return f32(std::vector<float>(n, 0.0f)); }
-  int32_t* out_i32(size_t n) { return i32(std::vector<int32_t>(n, -7)); }
-
- private:
-  Backend& b_;
-  std::vector<std::unique_ptr<DeviceBuffer>> bufs_;
-};
+using test::Dev;
+using test::rel_err;
 
 // Sequences of the given lengths in shuffled blocks; every token a query (as in prefill).
 struct Paging {
