@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make ccache pkg-config libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
-          python3)
+          libopenmpi-dev openmpi-bin python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

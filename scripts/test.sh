@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every CPU test: the Release build, then the same tests under
+# Sets up, builds and runs every CPU test: the Release build (with the MPI communicator) and its cpu
+# and mpi tiers (the mpi tier runs under mpirun on 2, 3 and 4 ranks), then the cpu tests under
 # AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/). Where the CUDA toolkit is installed it
 # also compiles and links the CUDA backend and its tests (they run only on a GPU machine: label cuda).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh
+scripts/setup.sh -DSY_WITH_MPI=ON
 ctest --test-dir build -L cpu --output-on-failure -j"$(nproc)"
+# One mpirun at a time: each oversubscribes the cores already.
+ctest --test-dir build -L mpi --output-on-failure
 
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSY_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$(nproc)"
