@@ -232,20 +232,6 @@ class Backend {
   virtual uint64_t generation() const { return 0; }
 };
 
-// moe_experts by grouping (token, k) pairs per expert on the host, then gather → gate_up → SiLU·mul
-// → down → weighted scatter-add per touched expert, all through `backend`'s own ops. Grow-only scratch.
-class GroupedMoe {
- public:
-  void run(Backend& backend, const MoeExpertsCall& c);
-
- private:
-  void* scratch(Backend& backend, int id, size_t bytes);
-  std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
-  std::vector<int32_t> ids_, rows_;
-  std::vector<float> weights_, row_weights_;
-  std::vector<int64_t> offsets_, fill_;
-};
-
 // Element `i` of a weight array of the backend's weight dtype.
 inline WeightPtr weight_at(const Backend& b, WeightPtr base, int64_t i) {
   return static_cast<const char*>(base) + static_cast<size_t>(i) * dtype_size(b.weight_dtype());

@@ -1,21 +1,12 @@
 // GroupedMoe: the portable routed-experts path, built from each backend's primitive ops.
 #include <algorithm>
 
-#include "backend/backend.h"
+#include "backend/grouped_moe.h"
 
 namespace sy {
 
-void* GroupedMoe::scratch(Backend& backend, int id, size_t bytes) {
-  const auto i = static_cast<size_t>(id);
-  if (buffers_.size() <= i) buffers_.resize(i + 1);
-  if (!buffers_[i] || buffers_[i]->size() < bytes) {
-    backend.synchronize();  // the old buffer may still be read by queued work
-    buffers_[i] = backend.alloc(bytes + bytes / 4 + 64);
-  }
-  return buffers_[i]->data();
-}
-
-void GroupedMoe::run(Backend& be, const MoeExpertsCall& c) {
+void GroupedMoe::run(const MoeExpertsCall& c) {
+  Backend& be = backend_;
   const int64_t T = c.tokens, K = c.top_k, TK = T * K;
   const auto uTK = static_cast<size_t>(TK), E = static_cast<size_t>(c.n_experts);
   be.mark(Phase::router);
@@ -35,14 +26,14 @@ void GroupedMoe::run(Backend& be, const MoeExpertsCall& c) {
     rows_[at] = static_cast<int32_t>(static_cast<int64_t>(i) / K);
     row_weights_[at] = weights_[i];
   }
-  auto* d_rows = static_cast<int32_t*>(scratch(be, 0, uTK * sizeof(int32_t)));
-  auto* d_row_w = static_cast<float*>(scratch(be, 1, uTK * sizeof(float)));
+  int32_t* d_rows = scratch_.get<int32_t>(0, TK);
+  float* d_row_w = scratch_.get<float>(1, TK);
   be.copy_to_device(d_rows, rows_.data(), uTK * sizeof(int32_t));
   be.copy_to_device(d_row_w, row_weights_.data(), uTK * sizeof(float));
 
   int64_t max_rows = 0;
   for (size_t e = 0; e < E; ++e) max_rows = std::max(max_rows, offsets_[e + 1] - offsets_[e]);
-  const auto f = [&](int id, int64_t n) { return static_cast<float*>(scratch(be, id, static_cast<size_t>(n) * 4)); };
+  const auto f = [&](int id, int64_t n) { return scratch_.get<float>(id, n); };
   float* xe = f(2, max_rows * c.hidden);
   float* gate_up = f(3, max_rows * 2 * c.inter);
   float* act = f(4, max_rows * c.inter);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/grouped_moe.h"
 
 namespace sy {
 
@@ -144,7 +145,7 @@ class CpuBackend final : public Backend {
                         int64_t dim) override {
     cpu::scatter_add_rows(dst, rows, weights, src, n, dim);
   }
-  void moe_experts(const MoeExpertsCall& c) override { grouped_moe_.run(*this, c); }
+  void moe_experts(const MoeExpertsCall& c) override { grouped_moe_.run(c); }
   void grouped_topk(const GroupedTopkArgs& a) override { cpu::grouped_topk(a); }
   void add(float* y, const float* x, int64_t n) override { cpu::add(y, x, n); }
 
@@ -197,7 +198,7 @@ class CpuBackend final : public Backend {
 
  private:
   bool bf16_;
-  GroupedMoe grouped_moe_;
+  GroupedMoe grouped_moe_{*this};
   bool profiling_ = false;
   bool open_ = false;
   Phase current_ = Phase::other;

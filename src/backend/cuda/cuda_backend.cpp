@@ -3,10 +3,11 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include <array>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/grouped_moe.h"
+#include "backend/scratch.h"
 #include "backend/cuda/cuda_backend.h"
 #include "base/check.h"
 #include "kernels/cuda/mla_ops.cuh"
@@ -120,7 +121,7 @@ class CudaBackend final : public Backend {
     if (m <= 4 && cuda::gemv_supported(m, k) && aligned16(x) && aligned16(w)) {
       return cuda::gemv(x, bf(w), bf(bias), y, m, n, k, stream_);
     }
-    bf16_bits* xb = x_bf16(m * k);
+    bf16_bits* xb = scratch_.get<bf16_bits>(kXBf16, m * k);
     cuda::f32_to_bf16(x, xb, m * k, stream_);
     // Row-major y[m, n] = x[m, k] · w[n, k]^T is column-major y^T[n, m] = w^T' · x^T with w read transposed.
     const float alpha = 1.0f, beta = 0.0f;
@@ -177,9 +178,9 @@ class CudaBackend final : public Backend {
     cuda::AttentionSplit split{.splits = cuda::gqa_attention_splits(a.tokens, a.kv_heads, a.max_blocks * a.block_size)};
     if (split.splits > 1) {
       const int64_t heads = a.tokens * a.n_heads * split.splits;
-      split.m = small_moe_scratch(2, heads);
-      split.l = small_moe_scratch(3, heads);
-      split.acc = small_moe_scratch(4, heads * a.head_dim);
+      split.m = scratch_.get<float>(kSplitM, heads);
+      split.l = scratch_.get<float>(kSplitL, heads);
+      split.acc = scratch_.get<float>(kSplitAcc, heads * a.head_dim);
     }
     cuda::gqa_attention_warp(p, split, stream_);
   }
@@ -208,7 +209,7 @@ class CudaBackend final : public Backend {
       return;
     }
     const int64_t n = a.tokens * a.heads * a.x_stride;
-    bf16_bits* xb = x_bf16(n);
+    bf16_bits* xb = scratch_.get<bf16_bits>(kXBf16, n);
     cuda::f32_to_bf16(a.x, xb, n, stream_);
     // Column-major per head: y_h^T[out, T] = op(W_h)[out, in] · x_h^T[in, T], with x_h^T read at leading
     // dimension heads * x_stride and W_h as [in, out] (transposed: op N) or [out, in] (op T).
@@ -282,18 +283,18 @@ class CudaBackend final : public Backend {
     for (cudaGraphExec_t g : graphs_) cudaGraphExecDestroy(g);
     graphs_.clear();
   }
-  uint64_t generation() const override { return generation_; }
+  uint64_t generation() const override { return scratch_.generation(); }
 
   // Few (token, expert) pairs: GEMVs over each pair's weights with no host round trip. Many: grouped
   // GEMMs per expert (each expert's weights read once for all its tokens).
   void moe_experts(const MoeExpertsCall& c) override {
     const int64_t pairs = c.tokens * c.top_k;
     if (pairs > kSmallBatchPairs || !cuda::moe_small_batch_supported(c.hidden, c.inter)) {
-      return grouped_moe_.run(*this, c);
+      return grouped_moe_.run(c);
     }
     mark(Phase::experts);
-    float* act = small_moe_scratch(0, pairs * c.inter);
-    float* y = small_moe_scratch(1, pairs * c.hidden);
+    float* act = scratch_.get<float>(kMoeAct, pairs * c.inter);
+    float* y = scratch_.get<float>(kMoeY, pairs * c.hidden);
     cuda::moe_small_batch({.x = c.x, .expert_ids = c.expert_ids, .weights = c.weights, .gate_up = bf(c.gate_up),
                            .down = bf(c.down), .act = act, .y = y, .out = c.out, .tokens = c.tokens,
                            .hidden = c.hidden, .inter = c.inter, .top_k = c.top_k},
@@ -303,37 +304,17 @@ class CudaBackend final : public Backend {
  private:
   static constexpr int64_t kSmallBatchPairs = 128;
 
-  float* small_moe_scratch(int id, int64_t n) {
-    auto& buf = small_moe_[static_cast<size_t>(id)];
-    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-    if (!buf || buf->size() < bytes) {
-      check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-      buf = std::make_unique<CudaBuffer>(bytes + bytes / 2);
-      ++generation_;
-    }
-    return buf->as<float>();
-  }
-
-  // Scratch for the bf16 copy of a matrix-product input; grows, never shrinks.
-  bf16_bits* x_bf16(int64_t n) {
-    const size_t bytes = static_cast<size_t>(n) * sizeof(bf16_bits);
-    if (!x_bf16_ || x_bf16_->size() < bytes) {
-      check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-      x_bf16_ = std::make_unique<CudaBuffer>(bytes + bytes / 2);
-      ++generation_;
-    }
-    return x_bf16_->as<bf16_bits>();
-  }
+  // Slots of scratch_: the bf16 copy of a matrix-product input, the expert GEMVs' intermediates and
+  // the split attention's partials.
+  enum ScratchSlot : int { kXBf16 = 0, kMoeAct, kMoeY, kSplitM, kSplitL, kSplitAcc };
 
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  std::unique_ptr<CudaBuffer> x_bf16_;
   std::unique_ptr<CudaBuffer> cublas_workspace_;
   std::vector<cudaGraphExec_t> graphs_;
-  uint64_t generation_ = 0;
-  std::array<std::unique_ptr<CudaBuffer>, 5> small_moe_;  // MoE GEMV (0, 1) and attention split (2-4) scratch
+  Scratch scratch_{*this};
   bool profiling_ = false;
-  GroupedMoe grouped_moe_;
+  GroupedMoe grouped_moe_{*this};
   std::vector<cudaEvent_t> events_;  // pool, reused across steps
   std::vector<Phase> marks_;         // phase starting at events_[i]
 };

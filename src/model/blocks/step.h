@@ -1,5 +1,5 @@
-// What every block of one forward step shares: the backend, the batch's device-side index arrays and
-// a grow-only scratch allocator.
+// What every block of one forward step shares: the backend and the batch's device-side index arrays
+// (scratch memory comes from backend/scratch.h).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/scratch.h"
 
 namespace sy {
 
@@ -20,26 +21,6 @@ struct StepContext {
   int64_t n_seqs = 0;
   int64_t max_blocks = 0;
   int64_t block_size = 0;
-};
-
-// Device scratch memory reused across steps; buffers grow when a step needs more and are never
-// shrunk, so steady-state steps do not allocate.
-class Scratch {
- public:
-  explicit Scratch(Backend& backend) : backend_(backend) {}
-  // Slot `id` holds at least `count` elements of T; previous contents are not preserved on growth.
-  template <typename T>
-  T* get(int id, int64_t count) {
-    return static_cast<T*>(get_bytes(id, static_cast<size_t>(count) * sizeof(T)));
-  }
-  // Changes whenever a buffer is reallocated (captured steps that used the old one are stale).
-  uint64_t generation() const { return generation_; }
-
- private:
-  void* get_bytes(int id, size_t bytes);
-  Backend& backend_;
-  std::vector<std::unique_ptr<DeviceBuffer>> slots_;
-  uint64_t generation_ = 0;
 };
 
 }  // namespace sy

@@ -1,5 +1,5 @@
 // Scratch: grow-only device buffers indexed by a block-chosen id.
-#include "model/blocks/step.h"
+#include "backend/scratch.h"
 
 namespace sy {
 
