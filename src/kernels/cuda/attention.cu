@@ -4,14 +4,12 @@
 #include <cfloat>
 #include <climits>
 
-#include "kernels/cuda/ops.cuh"
+#include "kernels/cuda/device_utils.cuh"
 
 namespace sy::cuda {
 
 namespace {
 
-__device__ __forceinline__ float bf(bf16_bits v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
-__device__ __forceinline__ bf16_bits to_bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 
 __global__ void kv_write_kernel(KvWriteParams p) {
   const int64_t k_row = p.kv_heads * p.head_dim, v_row = p.kv_heads * p.v_head_dim;
@@ -27,23 +25,6 @@ __global__ void kv_write_kernel(KvWriteParams p) {
 }
 
 constexpr int kAttnThreads = 128;
-
-__device__ float block_reduce(float v, bool is_max, float* shared) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const float other = __shfl_xor_sync(0xffffffffu, v, o);
-    v = is_max ? fmaxf(v, other) : v + other;
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = lane < kAttnThreads / 32 ? shared[lane] : (is_max ? -FLT_MAX : 0.0f);
-  for (int o = 16; o > 0; o >>= 1) {
-    const float other = __shfl_xor_sync(0xffffffffu, v, o);
-    v = is_max ? fmaxf(v, other) : v + other;
-  }
-  return v;
-}
 
 // One block per (token, head): scores of every visible key into shared memory, softmax, then V.
 __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(AttentionParams p) {
@@ -68,14 +49,14 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
     scores[j] = s;
     local_max = fmaxf(local_max, s);
   }
-  const float m = block_reduce(local_max, true, reduce);
+  const float m = block_reduce<kAttnThreads>(local_max, true, reduce);
   float local_sum = 0.0f;
   for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) {
     const float e = expf(scores[j] - m);
     scores[j] = e;
     local_sum += e;
   }
-  const float inv = 1.0f / block_reduce(local_sum, false, reduce);
+  const float inv = 1.0f / block_reduce<kAttnThreads>(local_sum, false, reduce);
   __syncthreads();
   for (int64_t d = threadIdx.x; d < p.v_head_dim; d += blockDim.x) {
     float acc = 0.0f;

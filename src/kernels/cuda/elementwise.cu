@@ -2,19 +2,13 @@
 // random fill, row gather / scatter-add.
 #include <cuda_bf16.h>
 
-#include "kernels/cuda/ops.cuh"
+#include "kernels/cuda/device_utils.cuh"
 
 namespace sy::cuda {
 
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ float bf(bf16_bits v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
-
-__device__ __forceinline__ bf16_bits to_bf(float f) {
-  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
-}
 
 unsigned blocks_for(int64_t n, int threads = kThreads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
@@ -50,22 +44,10 @@ __global__ void add_bias_kernel(float* y, const bf16_bits* bias, int64_t m, int6
   if (i < m * n) y[i] += bf(bias[i % n]);
 }
 
-__device__ float block_sum(float v) {
-  __shared__ float partial[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  const int n_warps = (blockDim.x + 31) / 32;
-  v = lane < n_warps ? partial[lane] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // One block per row. With residual != nullptr: residual += x first, and the sum is normalised.
 __global__ void rms_norm_kernel(float* residual, const float* x, const bf16_bits* weight, float* y, int64_t dim,
                                 float eps) {
+  __shared__ float reduce[32];
   const int64_t row = blockIdx.x;
   const float* in = x + row * dim;
   float* res = residual ? residual + row * dim : nullptr;
@@ -78,7 +60,7 @@ __global__ void rms_norm_kernel(float* residual, const float* x, const bf16_bits
     }
     ss += v * v;
   }
-  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(dim) + eps);
+  const float inv = rsqrtf(block_reduce<kThreads>(ss, false, reduce) / static_cast<float>(dim) + eps);
   const float* src = res ? res : in;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[row * dim + i] = src[i] * inv * bf(weight[i]);
 }

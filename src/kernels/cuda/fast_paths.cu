@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cfloat>
 
-#include "kernels/cuda/ops.cuh"
+#include "kernels/cuda/device_utils.cuh"
 
 namespace sy::cuda {
 
@@ -17,24 +17,6 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kMaxGroup = 8;
-
-__device__ __forceinline__ float bf(bf16_bits v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
-__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
-
-__device__ __forceinline__ void unpack8(const uint4& u, float* f) {
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // DPL: dims per lane (head_dim / 32). Block (token, kv head, split) covers split `split` of the
 // token's visible keys; with one split it writes the output, else an unnormalised partial (m, l, acc).

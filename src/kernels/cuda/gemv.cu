@@ -4,15 +4,13 @@
 // x is rounded to bf16 first, as on the cuBLAS path, so both paths compute the same products.
 #include <cuda_bf16.h>
 
-#include "kernels/cuda/ops.cuh"
+#include "kernels/cuda/device_utils.cuh"
 
 namespace sy::cuda {
 
 namespace {
 
 constexpr int kWarps = 8;
-
-__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
 template <int MT>
 __global__ void __launch_bounds__(kWarps * 32)

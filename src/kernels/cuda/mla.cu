@@ -5,6 +5,7 @@
 
 #include <cfloat>
 
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/mla_ops.cuh"
 
 namespace sy::cuda {
@@ -12,31 +13,6 @@ namespace sy::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-
-__device__ __forceinline__ float bf(bf16_bits v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
-__device__ __forceinline__ bf16_bits to_bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
-
-// Reduction over a block of kThreads threads; every thread gets the result.
-__device__ float block_reduce(float v, bool is_max, float* shared) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const float other = __shfl_xor_sync(0xffffffffu, v, o);
-    v = is_max ? fmaxf(v, other) : v + other;
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = lane < kThreads / 32 ? shared[lane] : (is_max ? -FLT_MAX : 0.0f);
-  for (int o = 16; o > 0; o >>= 1) {
-    const float other = __shfl_xor_sync(0xffffffffu, v, o);
-    v = is_max ? fmaxf(v, other) : v + other;
-  }
-  return v;
-}
-
-__device__ __forceinline__ int64_t slot_of(const int32_t* table, int64_t block_size, int64_t pos) {
-  return static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size;
-}
 
 // One block per token: RMSNorm of the latent with kv_a_layernorm, then the rope key, both to bf16.
 __global__ void __launch_bounds__(kThreads) mla_kv_write_kernel(MlaKvWriteParams p) {
@@ -46,7 +22,7 @@ __global__ void __launch_bounds__(kThreads) mla_kv_write_kernel(MlaKvWriteParams
   bf16_bits* out = p.cache + static_cast<int64_t>(p.slots[t]) * row;
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < p.kv_lora_rank; i += blockDim.x) ss += in[i] * in[i];
-  const float inv = rsqrtf(block_reduce(ss, false, reduce) / static_cast<float>(p.kv_lora_rank) + p.eps);
+  const float inv = rsqrtf(block_reduce<kThreads>(ss, false, reduce) / static_cast<float>(p.kv_lora_rank) + p.eps);
   for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
     out[i] = to_bf(i < p.kv_lora_rank ? in[i] * inv * bf(p.norm_weight[i]) : in[i]);
   }
@@ -79,14 +55,14 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(MlaAttentionPar
     scores[j] = dot * p.scale;
     local_max = fmaxf(local_max, scores[j]);
   }
-  const float m = block_reduce(local_max, true, reduce);
+  const float m = block_reduce<kThreads>(local_max, true, reduce);
   float local_sum = 0.0f;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
     const float e = scores[j] == -INFINITY ? 0.0f : expf(scores[j] - m);
     scores[j] = e;
     local_sum += e;
   }
-  const float inv = 1.0f / block_reduce(local_sum, false, reduce);
+  const float inv = 1.0f / block_reduce<kThreads>(local_sum, false, reduce);
   __syncthreads();
   for (int64_t d = threadIdx.x; d < p.kv_lora_rank; d += blockDim.x) {
     float acc = 0.0f;
@@ -201,10 +177,10 @@ __global__ void __launch_bounds__(kThreads) layer_norm_kernel(const float* x, co
   float* o = y + blockIdx.x * dim;
   float sum = 0.0f;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += in[i];
-  const float mean = block_reduce(sum, false, reduce) / static_cast<float>(dim);
+  const float mean = block_reduce<kThreads>(sum, false, reduce) / static_cast<float>(dim);
   float var = 0.0f;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) var += (in[i] - mean) * (in[i] - mean);
-  const float inv = rsqrtf(block_reduce(var, false, reduce) / static_cast<float>(dim) + eps);
+  const float inv = rsqrtf(block_reduce<kThreads>(var, false, reduce) / static_cast<float>(dim) + eps);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = (in[i] - mean) * inv * bf(weight[i]) + bf(bias[i]);
 }
 

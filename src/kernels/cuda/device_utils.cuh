@@ -1,0 +1,60 @@
+// Device helpers shared by the CUDA kernels: bf16 bit conversions, 16-byte bf16 unpacking, warp and
+// block reductions, and the paged-KV slot of a position.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cfloat>
+#include <cstdint>
+
+#include "kernels/cuda/ops.cuh"
+
+namespace sy::cuda {
+
+__device__ __forceinline__ float bf(bf16_bits v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
+__device__ __forceinline__ bf16_bits to_bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+// The value bf16 storage would hold (round to nearest even).
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// Eight bf16 values of one 16-byte load, widened to fp32.
+__device__ __forceinline__ void unpack8(const uint4& u, float* f) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum or max over a block of Threads threads (a multiple of 32, at most 1024); every thread gets the
+// result. `shared` holds at least Threads / 32 floats; the call synchronises the block.
+template <int Threads>
+__device__ float block_reduce(float v, bool is_max, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, other) : v + other;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < Threads / 32 ? shared[lane] : (is_max ? -FLT_MAX : 0.0f);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, other) : v + other;
+  }
+  return v;
+}
+
+// Cache slot of position `pos` of a sequence with this block table.
+__device__ __forceinline__ int64_t slot_of(const int32_t* table, int64_t block_size, int64_t pos) {
+  return static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size;
+}
+
+}  // namespace sy::cuda
