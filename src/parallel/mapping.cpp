@@ -47,51 +47,32 @@ std::string_view axis_flag(Axis a) {
   return "?";
 }
 
-int ParallelSizes::get(Axis a) const {
+namespace {
+// The member of a per-axis struct (ParallelSizes, LayoutRequest) that holds axis `a`.
+template <typename Sizes>
+auto& axis_field(Sizes& s, Axis a) {
   switch (a) {
     case Axis::tp:
-      return tp;
+      return s.tp;
     case Axis::dp:
-      return dp;
+      return s.dp;
     case Axis::pp:
-      return pp;
+      return s.pp;
     case Axis::ep:
-      return ep;
+      return s.ep;
     case Axis::etp:
-      return etp;
+      return s.etp;
     case Axis::edp:
-      return edp;
+      return s.edp;
     case Axis::dense_tp:
-      return dense_tp;
+      return s.dense_tp;
   }
-  return 0;
+  return s.tp;  // unreachable: every Axis is listed
 }
+}  // namespace
 
-void ParallelSizes::set(Axis a, int value) {
-  switch (a) {
-    case Axis::tp:
-      tp = value;
-      return;
-    case Axis::dp:
-      dp = value;
-      return;
-    case Axis::pp:
-      pp = value;
-      return;
-    case Axis::ep:
-      ep = value;
-      return;
-    case Axis::etp:
-      etp = value;
-      return;
-    case Axis::edp:
-      edp = value;
-      return;
-    case Axis::dense_tp:
-      dense_tp = value;
-      return;
-  }
-}
+int ParallelSizes::get(Axis a) const { return axis_field(*this, a); }
+void ParallelSizes::set(Axis a, int value) { axis_field(*this, a) = value; }
 
 int RankCoords::get(Axis a) const {
   switch (a) {
@@ -201,51 +182,8 @@ std::vector<std::vector<int>> Mapping::groups(Axis axis) const {
   return out;
 }
 
-std::optional<int> LayoutRequest::get(Axis a) const {
-  switch (a) {
-    case Axis::tp:
-      return tp;
-    case Axis::dp:
-      return dp;
-    case Axis::pp:
-      return pp;
-    case Axis::ep:
-      return ep;
-    case Axis::etp:
-      return etp;
-    case Axis::edp:
-      return edp;
-    case Axis::dense_tp:
-      return dense_tp;
-  }
-  return std::nullopt;
-}
-
-void LayoutRequest::set(Axis a, std::optional<int> value) {
-  switch (a) {
-    case Axis::tp:
-      tp = value;
-      return;
-    case Axis::dp:
-      dp = value;
-      return;
-    case Axis::pp:
-      pp = value;
-      return;
-    case Axis::ep:
-      ep = value;
-      return;
-    case Axis::etp:
-      etp = value;
-      return;
-    case Axis::edp:
-      edp = value;
-      return;
-    case Axis::dense_tp:
-      dense_tp = value;
-      return;
-  }
-}
+std::optional<int> LayoutRequest::get(Axis a) const { return axis_field(*this, a); }
+void LayoutRequest::set(Axis a, std::optional<int> value) { axis_field(*this, a) = value; }
 
 bool LayoutRequest::empty() const {
   for (Axis a : kAxes) {
