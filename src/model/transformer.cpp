@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <set>
 #include <tuple>
@@ -14,8 +15,7 @@ namespace sy {
 
 namespace {
 
-enum ScratchId : int { kTokens = 0, kPositions, kTokenSeq, kSlots, kBlockTables, kLogitRows, kResidual, kNormed,
-                       kBlockOut, kLastHidden, kLogits };
+enum ScratchId : int { kIndices = 0, kResidual, kNormed, kBlockOut, kLastHidden, kLogits };
 
 class Transformer final : public Model {
  public:
@@ -57,12 +57,24 @@ class Transformer final : public Model {
 
     StepContext step{.backend = &backend_, .tokens = T, .n_seqs = b.n_seqs, .max_blocks = width,
                      .block_size = kv.block_size};
-    step.positions = upload(kPositions, b.positions);
-    step.token_seq = upload(kTokenSeq, b.token_seq);
-    step.slots = upload(kSlots, b.slots);
-    step.block_tables = upload(kBlockTables, padded_tables_);
-    const int32_t* tokens = upload(kTokens, b.tokens);
-    const int32_t* rows = upload(kLogitRows, b.logit_rows);
+    // Every index array of the step in one buffer and one copy: on a GPU each copy is a round trip.
+    const std::vector<int32_t>* arrays[] = {&b.positions, &b.token_seq, &b.slots, &padded_tables_, &b.tokens,
+                                            &b.logit_rows};
+    indices_.clear();
+    size_t offsets[std::size(arrays)];
+    for (size_t i = 0; i < std::size(arrays); ++i) {
+      offsets[i] = indices_.size();
+      indices_.insert(indices_.end(), arrays[i]->begin(), arrays[i]->end());
+      indices_.resize((indices_.size() + 3) / 4 * 4);  // 16-byte aligned segments
+    }
+    int32_t* dev = scratch_.get<int32_t>(kIndices, static_cast<int64_t>(indices_.size()) + 4);
+    backend_.copy_to_device(dev, indices_.data(), indices_.size() * sizeof(int32_t));
+    step.positions = dev + offsets[0];
+    step.token_seq = dev + offsets[1];
+    step.slots = dev + offsets[2];
+    step.block_tables = dev + offsets[3];
+    const int32_t* tokens = dev + offsets[4];
+    const int32_t* rows = dev + offsets[5];
     float* dev_logits = scratch_.get<float>(kLogits, std::max<int64_t>(R, 1) * V);
 
     const auto compute = [&] { compute_step(step, kv, tokens, rows, R, dev_logits); };
@@ -162,12 +174,6 @@ class Transformer final : public Model {
     scratch_generation_ = scratch_.generation();
   }
 
-  const int32_t* upload(int id, const std::vector<int32_t>& v) {
-    int32_t* d = scratch_.get<int32_t>(id, static_cast<int64_t>(v.size()) + 1);
-    backend_.copy_to_device(d, v.data(), v.size() * sizeof(int32_t));
-    return d;
-  }
-
   ReadCost read_cost() const {
     const auto w = static_cast<double>(dtype_size(backend_.weight_dtype()));
     const auto kv = static_cast<double>(dtype_size(backend_.kv_dtype()));
@@ -217,6 +223,7 @@ class Transformer final : public Model {
   Scratch scratch_;
   std::unique_ptr<DeviceBuffer> inv_freq_;
   std::vector<int32_t> padded_tables_;
+  std::vector<int32_t> indices_;  // host staging of a step's index arrays
   std::map<StepShape, int64_t> captured_;
   std::set<StepShape> seen_;
   uint64_t backend_generation_ = 0;
