@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "parallel/groups.h"
 
 namespace sy {
 
@@ -44,7 +45,8 @@ struct ModelInfo {
   int64_t hidden_size = 0;
   int64_t n_layers = 0;      // layers actually built (after --layers)
   int64_t max_position_embeddings = 0;
-  KvGeometry kv;
+  KvGeometry kv;             // this rank's cache: its pipeline stage's layers, its tp share of KV heads
+  int dp_size = 1;           // attention data parallelism: the engine keeps one KV block pool per dp rank
   size_t weight_bytes = 0;   // device bytes held by weights
   ReadCost cost;
 };
@@ -69,13 +71,17 @@ struct ForwardBatch {
   int64_t n_seqs = 0;
   int64_t max_blocks = 0;
   std::vector<int32_t> logit_rows;  // token indices whose next-token logits are returned, in this order
+  // Attention data parallelism: the dp rank that holds each sequence's KV cache and runs its attention
+  // ([n_seqs]; empty: every sequence on dp rank 0). Block ids in block_tables and slots are that dp rank's.
+  std::vector<int32_t> seq_dp;
 };
 
 class Model {
  public:
   virtual ~Model() = default;
   virtual const ModelInfo& info() const = 0;
-  // Writes logits [batch.logit_rows.size(), vocab] to host memory `logits`.
+  // Collective over every rank of the layout: each rank passes the same batch and receives the same
+  // logits. Writes logits [batch.logit_rows.size(), vocab] to host memory `logits`.
   virtual void forward(const ForwardBatch& batch, const KvCacheView& kv, float* logits) = 0;
 };
 
@@ -84,6 +90,9 @@ struct LoadOptions {
   bool random_weights = false;  // only config.json is read
   uint64_t seed = 0;            // random weights
   int64_t max_layers = 0;       // > 0: keep only the first max_layers layers
+  // The layout this rank runs a part of (weights sharded, collectives over its groups); null: one rank.
+  // Must outlive the model.
+  const ParallelGroups* parallel = nullptr;
 };
 
 // Reads config.json, picks the architecture, binds every weight. Throws sy::Error on bad input.

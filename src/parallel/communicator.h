@@ -22,6 +22,8 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // Whether buffers are device memory (NCCL) rather than host memory (single rank, MPI).
+  virtual bool device_memory() const { return false; }
 
   // In place: data[i] = sum over ranks of data[i].
   void all_reduce_sum(float* data, int64_t count);
