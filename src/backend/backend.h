@@ -156,8 +156,9 @@ struct IndexerTopkCall {
 
 // Where a step's device time goes. The model marks the start of each phase; a phase lasts until the
 // next mark. Sampling is host time and is measured by the caller.
-enum class Phase : uint8_t { attention, router, experts, combine, dense, norms, other };
-inline constexpr int kPhaseCount = 7;
+// communication: collectives between ranks (tensor, expert and pipeline parallelism).
+enum class Phase : uint8_t { attention, router, experts, combine, dense, norms, communication, other };
+inline constexpr int kPhaseCount = 8;
 const char* phase_name(Phase p);
 using PhaseTimes = std::array<double, kPhaseCount>;  // milliseconds per phase
 

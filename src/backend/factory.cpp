@@ -22,6 +22,8 @@ const char* phase_name(Phase p) {
       return "dense GEMMs";
     case Phase::norms:
       return "norms";
+    case Phase::communication:
+      return "communication";
     case Phase::other:
       return "other";
   }

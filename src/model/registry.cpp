@@ -47,7 +47,7 @@ std::unique_ptr<Model> load_model(const LoadOptions& options, Backend& backend) 
   std::optional<Checkpoint> checkpoint;
   if (!options.random_weights) checkpoint = Checkpoint::open(options.dir);
   WeightStore store;
-  WeightLoader loader(checkpoint ? &*checkpoint : nullptr, options.seed, backend, store);
+  WeightLoader loader(checkpoint ? &*checkpoint : nullptr, options.seed, backend, store, options.parallel);
   auto model = entry->build(config, options, loader, store, backend);
   log_info("loaded {} ({} layers, {:.1f} MiB of fp32 weights{})", arch, model->info().n_layers,
            static_cast<double>(model->info().weight_bytes) / (1 << 20),

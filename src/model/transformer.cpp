@@ -15,14 +15,28 @@ namespace sy {
 
 namespace {
 
-enum ScratchId : int { kIndices = 0, kResidual, kNormed, kBlockOut, kLastHidden, kLogits };
+enum ScratchId : int { kIndices = 0, kResidual, kNormed, kBlockOut, kLastHidden, kLogits, kVocabGather };
 
 class Transformer final : public Model {
  public:
-  Transformer(TransformerSpec spec, WeightStore weights, Backend& backend)
-      : spec_(std::move(spec)), weights_(std::move(weights)), backend_(backend), scratch_(backend) {
+  Transformer(TransformerSpec spec, WeightStore weights, Backend& backend, const ShardPlan& plan)
+      : spec_(std::move(spec)), weights_(std::move(weights)), backend_(backend), plan_(plan), scratch_(backend),
+        comm_(backend) {
+    // Attention configs to this rank's heads; the KV cache to this rank's layers and KV heads.
+    for (DecoderLayer& l : spec_.layers) {
+      if (l.mla_config) {
+        l.mla_config->n_heads = even_share(l.mla_config->n_heads, plan_.tp_rank, plan_.tp, "attention heads").count;
+      } else {
+        l.attn_config = shard_gqa(l.attn_config, plan_.tp_rank, plan_.tp).local;
+      }
+    }
+    spec_.info.n_layers = static_cast<int64_t>(spec_.layers.size());
+    spec_.info.kv.n_layers = spec_.info.n_layers;
+    if (!spec_.layers[0].mla_config) spec_.info.kv.kv_heads = spec_.layers[0].attn_config.kv_heads;
+    spec_.info.dp_size = plan_.dp;
     spec_.info.weight_bytes = weights_.bytes;
     spec_.info.cost = read_cost();
+    for (const DecoderLayer& l : spec_.layers) has_indexer_ = has_indexer_ || (l.mla_config && l.mla_config->indexer);
     inv_freq_ = backend_.alloc(spec_.rope.inv_freq.size() * sizeof(float));
     backend_.copy_to_device(inv_freq_->data(), spec_.rope.inv_freq.data(), inv_freq_->size());
   }
@@ -42,50 +56,16 @@ class Transformer final : public Model {
              b.max_blocks);
     SY_CHECK(static_cast<int64_t>(kv.k.size()) == spec_.info.n_layers, "KV cache has {} layers, model has {}",
              kv.k.size(), spec_.info.n_layers);
+    SY_CHECK(b.seq_dp.empty() || static_cast<int64_t>(b.seq_dp.size()) == b.n_seqs,
+             "seq_dp holds {} entries for {} sequences", b.seq_dp.size(), b.n_seqs);
+    for (int32_t d : b.seq_dp) SY_CHECK(d >= 0 && d < plan_.dp, "sequence on dp rank {}, the layout has dp {}", d, plan_.dp);
     for (int32_t t : b.tokens) SY_CHECK(t >= 0 && t < V, "token id {} is outside the vocabulary [0, {})", t, V);
-
-    // Block tables padded to a power-of-two width, so that decode steps of a growing context keep the
-    // same shape (and captured step) for many tokens.
-    int64_t width = 1;
-    while (width < b.max_blocks) width *= 2;
-    padded_tables_.assign(static_cast<size_t>(b.n_seqs * width), 0);
-    for (int64_t s = 0; s < b.n_seqs; ++s) {
-      std::copy_n(b.block_tables.begin() + s * b.max_blocks, b.max_blocks, padded_tables_.begin() + s * width);
+    for (int32_t s : b.token_seq) SY_CHECK(s >= 0 && s < b.n_seqs, "token of sequence {} in a batch of {}", s, b.n_seqs);
+    for (int32_t r : b.logit_rows) {
+      SY_CHECK(r >= 0 && r < T, "logit row {} is outside the batch's {} tokens", r, T);
     }
-    const auto R = static_cast<int64_t>(b.logit_rows.size());
-    for (int32_t r : b.logit_rows) SY_CHECK(r >= 0 && r < T, "logit row {} is outside the batch's {} tokens", r, T);
-
-    StepContext step{.backend = &backend_, .tokens = T, .n_seqs = b.n_seqs, .max_blocks = width,
-                     .block_size = kv.block_size};
-    // Every index array of the step in one buffer and one copy: on a GPU each copy is a round trip.
-    const std::vector<int32_t>* arrays[] = {&b.positions, &b.token_seq, &b.slots, &padded_tables_, &b.tokens,
-                                            &b.logit_rows};
-    indices_.clear();
-    size_t offsets[std::size(arrays)];
-    for (size_t i = 0; i < std::size(arrays); ++i) {
-      offsets[i] = indices_.size();
-      indices_.insert(indices_.end(), arrays[i]->begin(), arrays[i]->end());
-      indices_.resize((indices_.size() + 3) / 4 * 4);  // 16-byte aligned segments
-    }
-    int32_t* dev = scratch_.get<int32_t>(kIndices, static_cast<int64_t>(indices_.size()) + 4);
-    backend_.copy_to_device(dev, indices_.data(), indices_.size() * sizeof(int32_t));
-    step.positions = dev + offsets[0];
-    step.token_seq = dev + offsets[1];
-    step.slots = dev + offsets[2];
-    step.block_tables = dev + offsets[3];
-    const int32_t* tokens = dev + offsets[4];
-    const int32_t* rows = dev + offsets[5];
-    float* dev_logits = scratch_.get<float>(kLogits, std::max<int64_t>(R, 1) * V);
-
-    const auto compute = [&] { compute_step(step, kv, tokens, rows, R, dev_logits); };
-    if (!capturable(T)) {
-      compute();
-    } else {
-      run_captured(StepShape{T, b.n_seqs, width, R, kv.k.empty() ? nullptr : kv.k[0]}, compute);
-    }
-    if (R == 0) return;
-    backend_.mark(Phase::other);
-    backend_.copy_to_host(logits, dev_logits, static_cast<size_t>(R * V) * sizeof(float));
+    if (plan_.single()) return forward_local(b, kv, logits);
+    forward_parallel(b, kv, logits);
   }
 
  private:
@@ -98,7 +78,275 @@ class Transformer final : public Model {
     }
   };
 
-  // Every op of one step on the device, from token ids to logits; no host round trip when capturable.
+  // A step's index arrays on the device.
+  struct DeviceStep {
+    StepContext step;
+    const int32_t* tokens = nullptr;
+    const int32_t* rows = nullptr;
+  };
+
+  // Sends every index array of `b` to the device in one copy (on a GPU each copy is a round trip), with
+  // the block tables padded to a power-of-two width so that decode steps of a growing context keep the
+  // same shape (and captured step) for many tokens, and token ids mapped to this rank's vocabulary rows.
+  DeviceStep upload(const ForwardBatch& b, const KvCacheView& kv) {
+    int64_t width = 1;
+    while (width < b.max_blocks) width *= 2;
+    padded_tables_.assign(static_cast<size_t>(b.n_seqs * width), 0);
+    for (int64_t s = 0; s < b.n_seqs; ++s) {
+      std::copy_n(b.block_tables.begin() + s * b.max_blocks, b.max_blocks, padded_tables_.begin() + s * width);
+    }
+    const Share& vs = spec_.vocab_share;
+    local_tokens_.resize(b.tokens.size());
+    for (size_t i = 0; i < b.tokens.size(); ++i) {
+      const int64_t t = b.tokens[i];
+      local_tokens_[i] = static_cast<int32_t>(t >= vs.start && t < vs.start + vs.count ? t - vs.start : vs.count);
+    }
+    const std::vector<int32_t>* arrays[] = {&b.positions, &b.token_seq, &b.slots, &padded_tables_, &local_tokens_,
+                                            &b.logit_rows};
+    indices_.clear();
+    size_t offsets[std::size(arrays)];
+    for (size_t i = 0; i < std::size(arrays); ++i) {
+      offsets[i] = indices_.size();
+      indices_.insert(indices_.end(), arrays[i]->begin(), arrays[i]->end());
+      indices_.resize((indices_.size() + 3) / 4 * 4);  // 16-byte aligned segments
+    }
+    int32_t* dev = scratch_.get<int32_t>(kIndices, static_cast<int64_t>(indices_.size()) + 4);
+    backend_.copy_to_device(dev, indices_.data(), indices_.size() * sizeof(int32_t));
+    DeviceStep d;
+    d.step = StepContext{.backend = &backend_, .tokens = static_cast<int64_t>(b.tokens.size()),
+                         .positions = dev + offsets[0], .token_seq = dev + offsets[1], .slots = dev + offsets[2],
+                         .block_tables = dev + offsets[3], .n_seqs = b.n_seqs, .max_blocks = width,
+                         .block_size = kv.block_size};
+    d.tokens = dev + offsets[4];
+    d.rows = dev + offsets[5];
+    return d;
+  }
+
+  // One rank: the whole step on the device, captured as a graph where the backend can.
+  void forward_local(const ForwardBatch& b, const KvCacheView& kv, float* logits) {
+    const int64_t V = spec_.info.vocab_size, T = static_cast<int64_t>(b.tokens.size());
+    const auto R = static_cast<int64_t>(b.logit_rows.size());
+    const DeviceStep d = upload(b, kv);
+    float* dev_logits = scratch_.get<float>(kLogits, std::max<int64_t>(R, 1) * V);
+    const auto compute = [&] { compute_step(d.step, kv, d.tokens, d.rows, R, dev_logits); };
+    if (!capturable(T)) {
+      compute();
+    } else {
+      run_captured(StepShape{T, b.n_seqs, d.step.max_blocks, R, kv.k.empty() ? nullptr : kv.k[0]}, compute);
+    }
+    if (R == 0) return;
+    backend_.mark(Phase::other);
+    backend_.copy_to_host(logits, dev_logits, static_cast<size_t>(R * V) * sizeof(float));
+  }
+
+  // Several ranks. The sequences are cut into micro-batches (one per pipeline stage, so that stage p works
+  // on micro-batch m while stage p + 1 works on m - 1); within each, this rank runs the tokens of its dp
+  // rank's sequences through its stage's layers. The last stage's logits are gathered across dp and sent
+  // to every stage, so every rank returns the same logits.
+  void forward_parallel(const ForwardBatch& b, const KvCacheView& kv, float* logits) {
+    const int64_t V = spec_.info.vocab_size;
+    const auto R = static_cast<int64_t>(b.logit_rows.size());
+    std::vector<std::vector<int32_t>> seq_tokens(static_cast<size_t>(b.n_seqs));
+    for (size_t i = 0; i < b.tokens.size(); ++i) seq_tokens[static_cast<size_t>(b.token_seq[i])].push_back(static_cast<int32_t>(i));
+    std::vector<int32_t> row_of_token(b.tokens.size(), -1);
+    for (int64_t j = 0; j < R; ++j) {
+      SY_CHECK(row_of_token[static_cast<size_t>(b.logit_rows[static_cast<size_t>(j)])] < 0,
+               "logit row {} is asked for twice", b.logit_rows[static_cast<size_t>(j)]);
+      row_of_token[static_cast<size_t>(b.logit_rows[static_cast<size_t>(j)])] = static_cast<int32_t>(j);
+    }
+    const auto dp_of = [&](int64_t s) { return b.seq_dp.empty() ? 0 : b.seq_dp[static_cast<size_t>(s)]; };
+
+    // Micro-batches: contiguous runs of sequences with about equal token counts.
+    const int64_t M = plan_.pp > 1 ? std::min<int64_t>(plan_.pp, b.n_seqs) : 1;
+    std::vector<int64_t> bounds{0};
+    const auto T = static_cast<int64_t>(b.tokens.size());
+    int64_t acc = 0;
+    for (int64_t s = 0; s < b.n_seqs; ++s) {
+      acc += static_cast<int64_t>(seq_tokens[static_cast<size_t>(s)].size());
+      const auto m = static_cast<int64_t>(bounds.size());
+      if (m < M && acc * M >= T * m && b.n_seqs - (s + 1) >= M - m) bounds.push_back(s + 1);
+    }
+    while (static_cast<int64_t>(bounds.size()) <= M) bounds.push_back(b.n_seqs);
+    bounds.back() = b.n_seqs;
+
+    // The global logit rows each dp rank produces, in its order of production.
+    std::vector<std::vector<int32_t>> rows_of_dp(static_cast<size_t>(plan_.dp));
+    std::vector<float> local_logits;  // [rows_of_dp[dp_rank].size(), V]
+    for (int64_t m = 0; m < M; ++m) {
+      for (int d = 0; d < plan_.dp; ++d) {
+        ForwardBatch lb;
+        for (int64_t s = bounds[static_cast<size_t>(m)]; s < bounds[static_cast<size_t>(m) + 1]; ++s) {
+          if (dp_of(s) != d) continue;
+          for (int32_t i : seq_tokens[static_cast<size_t>(s)]) {
+            const auto iu = static_cast<size_t>(i);
+            if (row_of_token[iu] >= 0) {
+              rows_of_dp[static_cast<size_t>(d)].push_back(row_of_token[iu]);
+              lb.logit_rows.push_back(static_cast<int32_t>(lb.tokens.size()));
+            }
+            lb.tokens.push_back(b.tokens[iu]);
+            lb.positions.push_back(b.positions[iu]);
+            lb.slots.push_back(b.slots[iu]);
+            lb.token_seq.push_back(static_cast<int32_t>(lb.n_seqs));
+          }
+          lb.block_tables.insert(lb.block_tables.end(), b.block_tables.begin() + s * b.max_blocks,
+                                 b.block_tables.begin() + (s + 1) * b.max_blocks);
+          ++lb.n_seqs;
+        }
+        lb.max_blocks = b.max_blocks;
+        if (d == plan_.dp_rank) run_stage(lb, kv, local_logits);
+      }
+    }
+
+    // Assemble [R, V] on the last stage, then send it to every stage.
+    Communicator& pp = *plan_.groups->pp;
+    Communicator& dp = *plan_.groups->dp;
+    SY_CHECK(!pp.device_memory() && !dp.device_memory(), "the logits of a multi-rank step are gathered in host "
+             "memory; a device-memory communicator for the dp and pp groups is not supported yet");
+    if (plan_.last_stage()) {
+      size_t most = 0;
+      for (const auto& r : rows_of_dp) most = std::max(most, r.size());
+      const size_t row = static_cast<size_t>(V);
+      if (plan_.dp == 1) {
+        gathered_logits_ = std::move(local_logits);
+      } else {
+        local_logits.resize(most * row);
+        gathered_logits_.resize(most * row * static_cast<size_t>(plan_.dp));
+        backend_.mark(Phase::communication);
+        dp.all_gather(local_logits.data(), gathered_logits_.data(), static_cast<int64_t>(most * row), DType::f32);
+      }
+      for (size_t d = 0; d < rows_of_dp.size(); ++d) {
+        for (size_t i = 0; i < rows_of_dp[d].size(); ++i) {
+          std::copy_n(gathered_logits_.data() + (d * most + i) * row, row,
+                      logits + static_cast<size_t>(rows_of_dp[d][i]) * row);
+        }
+      }
+    }
+    if (plan_.pp > 1 && R > 0) {
+      backend_.mark(Phase::communication);
+      pp.broadcast(logits, R * V, DType::f32, plan_.pp - 1);
+    }
+  }
+
+  // This rank's stage over the tokens of one micro-batch of its dp rank (possibly none: it still serves
+  // its experts to the other dp ranks). Appends the logits of lb.logit_rows to `logits` on the last stage.
+  void run_stage(const ForwardBatch& lb, const KvCacheView& kv, std::vector<float>& logits) {
+    const int64_t T = static_cast<int64_t>(lb.tokens.size()), H = spec_.info.hidden_size;
+    const auto R = static_cast<int64_t>(lb.logit_rows.size());
+    const DeviceStep d = upload(lb, kv);
+    const StepContext& step = d.step;
+    const int64_t rows = std::max<int64_t>(T, 1);
+    float* residual = scratch_.get<float>(kResidual, rows * H);
+    float* normed = scratch_.get<float>(kNormed, rows * H);
+    float* block_out = scratch_.get<float>(kBlockOut, rows * H);
+    const RopeView rope{.inv_freq = inv_freq_->as<float>(), .attention_scale = spec_.rope.attention_scale};
+    const float eps = spec_.norm_eps;
+    Communicator& pp = *plan_.groups->pp;
+    Communicator& tp = *plan_.groups->tp;
+    Communicator& dense = *plan_.groups->dense;
+    const int64_t top_k = has_indexer_ ? first_indexer_top_k() : 0;
+
+    if (plan_.first_stage()) {
+      if (T > 0) {
+        backend_.mark(Phase::other);
+        backend_.embedding(spec_.embed, d.tokens, residual, T, H);
+        comm_.all_reduce(dense, residual, T * H);  // each token's row comes from the one rank holding it
+      }
+    } else if (T > 0) {
+      comm_.recv(pp, residual, T * H, DType::f32, plan_.pp_rank - 1);
+      if (has_indexer_) comm_.recv(pp, indexer_selection(scratch_, T, top_k), T * top_k, DType::i32, plan_.pp_rank - 1);
+    }
+    if (T > 0) {
+      backend_.mark(Phase::norms);
+      backend_.rms_norm(residual, spec_.layers[0].input_norm, normed, T, H, eps);
+    }
+    // MoE with every expert on every rank of a tp-only stage: each rank's experts give partial sums over
+    // their intermediate share, reduced with the attention output's all-reduce pattern (no dispatch).
+    const bool tp_only_moe = plan_.ep == 1 && plan_.edp == 1 && plan_.dp == 1 && plan_.dense == plan_.tp;
+    for (size_t l = 0; l < spec_.layers.size(); ++l) {
+      const DecoderLayer& layer = spec_.layers[l];
+      if (T > 0) {
+        if (layer.mla_config) {
+          mla_attention_forward(step, scratch_, *layer.mla_config, layer.mla, rope, normed, block_out, kv.k[l],
+                                kv.index_k.empty() ? nullptr : kv.index_k[l]);
+        } else {
+          gqa_attention_forward(step, scratch_, layer.attn_config, layer.attn, rope, normed, block_out, kv.k[l],
+                                kv.v[l]);
+        }
+        comm_.all_reduce(tp, block_out, T * H);
+        backend_.mark(Phase::norms);
+        backend_.add_rms_norm(residual, block_out, layer.post_attn_norm, normed, T, H, eps);
+      }
+      if (layer.moe_config && !tp_only_moe) {
+        moe_forward_parallel(step, scratch_, *layer.moe_config, layer.moe, normed, block_out, plan_, comm_);
+      } else if (T > 0) {
+        if (layer.moe_config) {
+          moe_forward(step, scratch_, *layer.moe_config, layer.moe, normed, block_out);
+          comm_.all_reduce(tp, block_out, T * H);
+        } else {
+          dense_mlp_forward(step, scratch_, layer.mlp, normed, block_out);
+          comm_.all_reduce(dense, block_out, T * H);
+        }
+      }
+      if (T == 0) continue;
+      backend_.mark(Phase::norms);
+      if (l + 1 < spec_.layers.size()) {
+        backend_.add_rms_norm(residual, block_out, spec_.layers[l + 1].input_norm, normed, T, H, eps);
+      } else if (plan_.last_stage()) {
+        backend_.add_rms_norm(residual, block_out, spec_.final_norm, normed, T, H, eps);
+      } else {
+        backend_.add(residual, block_out, T * H);
+      }
+    }
+    if (!plan_.last_stage()) {
+      if (T > 0) {
+        comm_.send(pp, residual, T * H, DType::f32, plan_.pp_rank + 1);
+        if (has_indexer_) {
+          comm_.send(pp, indexer_selection(scratch_, T, top_k), T * top_k, DType::i32, plan_.pp_rank + 1);
+        }
+      }
+      return;
+    }
+    if (R == 0) return;
+    // Vocabulary-parallel head: each dense_tp rank's rows of the logits, gathered (padded to equal shares).
+    const int64_t V = spec_.info.vocab_size, n_dense = plan_.dense;
+    const int64_t chunk = (V + n_dense - 1) / n_dense;
+    backend_.mark(Phase::dense);
+    float* last = scratch_.get<float>(kLastHidden, R * H);
+    backend_.gather_rows(normed, d.rows, last, R, H);
+    float* part = scratch_.get<float>(kLogits, R * chunk);
+    if (spec_.vocab_share.count > 0) {
+      backend_.linear(last, spec_.lm_head, nullptr, part, R, spec_.vocab_share.count, H);
+    }
+    const size_t base = logits.size();
+    logits.resize(base + static_cast<size_t>(R * V));
+    if (n_dense == 1) {
+      backend_.mark(Phase::other);
+      backend_.copy_to_host(logits.data() + base, part, static_cast<size_t>(R * V) * sizeof(float));
+      return;
+    }
+    float* all = scratch_.get<float>(kVocabGather, R * chunk * n_dense);
+    comm_.all_gather(dense, part, all, R * chunk);
+    host_vocab_.resize(static_cast<size_t>(R * chunk * n_dense));
+    backend_.mark(Phase::other);
+    backend_.copy_to_host(host_vocab_.data(), all, host_vocab_.size() * sizeof(float));
+    for (int r = 0; r < n_dense; ++r) {
+      const Share sh = ceil_share(V, r, static_cast<int>(n_dense));
+      for (int64_t i = 0; i < R; ++i) {
+        std::copy_n(host_vocab_.data() + static_cast<size_t>(r * R * chunk + i * sh.count), sh.count,
+                    logits.data() + base + static_cast<size_t>(i * V + sh.start));
+      }
+    }
+  }
+
+  int64_t first_indexer_top_k() const {
+    for (const DecoderLayer& l : spec_.layers) {
+      if (l.mla_config && l.mla_config->indexer) return l.mla_config->indexer->top_k;
+    }
+    return 0;
+  }
+
+  // Every op of one single-rank step on the device, from token ids to logits; no host round trip when
+  // capturable.
   void compute_step(const StepContext& step, const KvCacheView& kv, const int32_t* tokens, const int32_t* rows,
                     int64_t R, float* dev_logits) {
     const int64_t T = step.tokens, H = spec_.info.hidden_size, V = spec_.info.vocab_size;
@@ -220,7 +468,13 @@ class Transformer final : public Model {
   TransformerSpec spec_;
   WeightStore weights_;
   Backend& backend_;
+  ShardPlan plan_;
   Scratch scratch_;
+  ModelComm comm_;
+  bool has_indexer_ = false;
+  std::vector<int32_t> local_tokens_;     // token ids as rows of this rank's vocabulary share
+  std::vector<float> gathered_logits_;    // the last stage's logits of every dp rank
+  std::vector<float> host_vocab_;         // the dense_tp group's vocabulary shares of the logits
   std::unique_ptr<DeviceBuffer> inv_freq_;
   std::vector<int32_t> padded_tables_;
   std::vector<int32_t> indices_;  // host staging of a step's index arrays
@@ -232,9 +486,10 @@ class Transformer final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_transformer(TransformerSpec spec, WeightStore weights, Backend& backend) {
+std::unique_ptr<Model> make_transformer(TransformerSpec spec, WeightStore weights, Backend& backend,
+                                        const ShardPlan& plan) {
   SY_CHECK(!spec.layers.empty(), "a model needs at least one layer");
-  return std::make_unique<Transformer>(std::move(spec), std::move(weights), backend);
+  return std::make_unique<Transformer>(std::move(spec), std::move(weights), backend, plan);
 }
 
 }  // namespace sy
@@ -242,10 +497,23 @@ std::unique_ptr<Model> make_transformer(TransformerSpec spec, WeightStore weight
 namespace sy {
 
 int64_t layers_to_build(int64_t n_layers, int64_t max_layers, WeightLoader& loader) {
-  if (max_layers <= 0 || max_layers >= n_layers) return n_layers;
-  log_info("building the first {} of {} layers (--layers)", max_layers, n_layers);
-  for (int64_t i = max_layers; i < n_layers; ++i) loader.skip_prefix("model.layers." + std::to_string(i) + ".");
-  return max_layers;
+  int64_t built = n_layers;
+  if (max_layers > 0 && max_layers < n_layers) {
+    log_info("building the first {} of {} layers (--layers)", max_layers, n_layers);
+    for (int64_t i = max_layers; i < n_layers; ++i) loader.skip_prefix("model.layers." + std::to_string(i) + ".");
+    built = max_layers;
+  }
+  loader.set_plan(make_shard_plan(loader.groups(), built));
+  const LayerRange mine = stage_layers(loader);
+  for (int64_t i = 0; i < built; ++i) {
+    if (i < mine.begin || i >= mine.end) loader.skip_prefix("model.layers." + std::to_string(i) + ".");
+  }
+  return built;
+}
+
+LayerRange stage_layers(const WeightLoader& loader) {
+  const ShardPlan& p = loader.plan();
+  return {.begin = p.first_layer, .end = p.first_layer + p.n_layers};
 }
 
 void skip_nextn_layers(WeightLoader& loader, int64_t n_layers, int64_t n_nextn) {
@@ -257,13 +525,37 @@ void skip_nextn_layers(WeightLoader& loader, int64_t n_layers, int64_t n_nextn) 
 
 void bind_embeddings_and_head(WeightLoader& loader, TransformerSpec& spec, bool tie_word_embeddings) {
   const int64_t V = spec.info.vocab_size, H = spec.info.hidden_size;
-  spec.embed = loader.bind("model.embed_tokens.weight", {V, H});
-  spec.final_norm = loader.bind("model.norm.weight", {H}, WeightInit::ones);
-  if (!tie_word_embeddings) {
-    spec.lm_head = loader.bind("lm_head.weight", {V, H});
+  const ShardPlan& p = loader.plan();
+  const Share share = ceil_share(V, p.dense_rank, p.dense);
+  spec.vocab_share = share;
+  // This rank's vocabulary rows, and a zero row after them when the vocabulary is split.
+  const int64_t pad = p.dense > 1 ? 1 : 0;
+  const auto bind_rows = [&](const std::string& name) -> WeightPtr {
+    void* table = loader.allocate((share.count + pad) * H);
+    if (share.count > 0) {
+      loader.load_into(name, {V, H}, table, WeightInit::normal,
+                       p.dense > 1 ? Slice{.dim = 0, .start = share.start, .count = share.count} : Slice{});
+    } else {
+      loader.skip_prefix(name);
+    }
+    if (pad) loader.zero(loader.at(table, share.count * H), H);
+    return table;
+  };
+  const std::string embed = "model.embed_tokens.weight";
+  if (p.first_stage()) spec.embed = bind_rows(embed);
+  if (!p.last_stage()) {
+    loader.skip_prefix("model.norm.weight");
+    loader.skip_prefix("lm_head.weight");
+    if (!p.first_stage()) loader.skip_prefix(embed);
     return;
   }
-  spec.lm_head = spec.embed;
+  spec.final_norm = loader.bind("model.norm.weight", {H}, WeightInit::ones);
+  if (!tie_word_embeddings) {
+    spec.lm_head = bind_rows("lm_head.weight");
+    if (!p.first_stage()) loader.skip_prefix(embed);
+    return;
+  }
+  spec.lm_head = p.first_stage() ? spec.embed : bind_rows(embed);
   // Some tied checkpoints still carry a copy of the head; it is by definition the embedding.
   if (!loader.random() && loader.has("lm_head.weight")) loader.skip_prefix("lm_head.weight");
 }

@@ -27,32 +27,48 @@ struct DecoderLayer {
   DenseMlpWeights mlp;
 };
 
+// The model's configs, as the architecture reads them; make_transformer cuts the attention configs to this
+// rank's heads (ShardPlan). Layers hold only this rank's pipeline stage.
 struct TransformerSpec {
   ModelInfo info;
   float norm_eps = 1e-6f;
   RopeTable rope;
-  WeightPtr embed = nullptr;       // [vocab, hidden]
+  // Vocabulary-parallel over dense_tp: this rank's rows [vocab_share.start, + count) of the embedding and
+  // the LM head, then (dense_tp > 1) one zero row that tokens of other ranks' rows read. Embedding on the first pipeline
+  // stage only, final norm and head on the last.
+  Share vocab_share;
+  WeightPtr embed = nullptr;       // [vocab_share.count (+ 1), hidden]
   WeightPtr final_norm = nullptr;  // [hidden]
-  WeightPtr lm_head = nullptr;     // [vocab, hidden]; may equal embed (tied)
+  WeightPtr lm_head = nullptr;     // [vocab_share.count (+ 1), hidden]; may equal embed (tied)
   std::vector<DecoderLayer> layers;
 };
 
-std::unique_ptr<Model> make_transformer(TransformerSpec spec, WeightStore weights, Backend& backend);
+std::unique_ptr<Model> make_transformer(TransformerSpec spec, WeightStore weights, Backend& backend,
+                                        const ShardPlan& plan);
 
 }  // namespace sy
 
 namespace sy {
 
 // Number of layers to build: all, or the first `max_layers` when that is set (> 0). Layers not built
-// are skipped in the checkpoint so that strict binding does not report them.
+// are skipped in the checkpoint so that strict binding does not report them. Also fixes this rank's
+// ShardPlan (loader.plan()) and skips the layers of other pipeline stages.
 int64_t layers_to_build(int64_t n_layers, int64_t max_layers, WeightLoader& loader);
+
+// The decoder layers this rank builds (its pipeline stage's): [begin, end).
+struct LayerRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+LayerRange stage_layers(const WeightLoader& loader);
 
 // Multi-token-prediction layers stored after the decoder (model.layers.{n_layers + i}.*, i < n_nextn) are
 // not used for plain decoding: skipped in the checkpoint, with a log line.
 void skip_nextn_layers(WeightLoader& loader, int64_t n_layers, int64_t n_nextn);
 
 // Binds model.embed_tokens.weight, model.norm.weight and lm_head.weight (or ties the head to the
-// embedding) into `spec` using spec.info's vocab and hidden sizes.
+// embedding) into `spec` using spec.info's vocab and hidden sizes: this rank's vocabulary rows, on the
+// stages that use them.
 void bind_embeddings_and_head(WeightLoader& loader, TransformerSpec& spec, bool tie_word_embeddings);
 
 }  // namespace sy

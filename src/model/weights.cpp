@@ -1,6 +1,7 @@
 // WeightLoader: strict, named binding of checkpoint tensors to device memory.
 #include "model/weights.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "base/check.h"
@@ -16,8 +17,10 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
 }
 }  // namespace
 
-WeightLoader::WeightLoader(const Checkpoint* checkpoint, uint64_t seed, Backend& backend, WeightStore& store)
-    : checkpoint_(checkpoint), seed_(seed), backend_(backend), store_(store) {}
+WeightLoader::WeightLoader(const Checkpoint* checkpoint, uint64_t seed, Backend& backend, WeightStore& store,
+                           const ParallelGroups* groups)
+    : checkpoint_(checkpoint), groups_(groups), plan_(make_shard_plan(nullptr, 0)), seed_(seed), backend_(backend),
+      store_(store) {}
 
 void* WeightLoader::allocate(int64_t numel) {
   const size_t bytes = static_cast<size_t>(numel) * dtype_size(backend_.weight_dtype());
@@ -26,13 +29,24 @@ void* WeightLoader::allocate(int64_t numel) {
   return store_.buffers.back()->data();
 }
 
+void WeightLoader::zero(void* dst, int64_t numel) {
+  backend_.zero(dst, static_cast<size_t>(numel) * dtype_size(backend_.weight_dtype()));
+}
+
 void* WeightLoader::at(void* base, int64_t i) const {
   return static_cast<char*>(base) + static_cast<size_t>(i) * dtype_size(backend_.weight_dtype());
 }
 
-WeightPtr WeightLoader::bind(const std::string& name, const Shape& shape, WeightInit init) {
-  void* dst = allocate(shape.numel());
-  load_into(name, shape, dst, init);
+namespace {
+// Elements of `shape` cut to `slice`.
+int64_t slice_numel(const Shape& shape, const Slice& slice) {
+  return slice.whole() ? shape.numel() : shape.numel() / shape[slice.dim] * slice.count;
+}
+}  // namespace
+
+WeightPtr WeightLoader::bind(const std::string& name, const Shape& shape, WeightInit init, const Slice& slice) {
+  void* dst = allocate(slice_numel(shape, slice));
+  load_into(name, shape, dst, init, slice);
   return dst;
 }
 
@@ -45,29 +59,40 @@ const float* WeightLoader::bind_f32(const std::string& name, const Shape& shape)
   store_.buffers.push_back(backend_.alloc(bytes));
   store_.bytes += bytes;
   void* dst = store_.buffers.back()->data();
-  fill(name, shape, dst, WeightInit::normal, DType::f32);
+  fill(name, shape, dst, WeightInit::normal, DType::f32, {});
   return static_cast<const float*>(dst);
 }
 
-void WeightLoader::load_into(const std::string& name, const Shape& shape, void* dst, WeightInit init) {
-  fill(name, shape, dst, init, backend_.weight_dtype());
+void WeightLoader::load_into(const std::string& name, const Shape& shape, void* dst, WeightInit init,
+                             const Slice& slice) {
+  fill(name, shape, dst, init, backend_.weight_dtype(), slice);
 }
 
-void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, WeightInit init, DType target) {
+void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, WeightInit init, DType target,
+                        const Slice& slice) {
   SY_CHECK(used_.insert(name).second, "weight '{}' is bound twice (a model definition error)", name);
-  const auto n = static_cast<size_t>(shape.numel());
+  SY_CHECK(slice.whole() || (slice.dim >= 0 && slice.dim < std::min(shape.rank(), 2) && slice.start >= 0 &&
+                             slice.count > 0 && slice.start + slice.count <= shape[slice.dim]),
+           "weight '{}' {}: slice of {} entries from {} along dimension {} is out of range (a model definition error)",
+           name, shape.str(), slice.count, slice.start, slice.dim);
+  const auto n = static_cast<size_t>(slice_numel(shape, slice));
   if (checkpoint_ == nullptr) {
+    // A slice draws its own values: a sharded random model is not the unsharded one cut up.
+    const uint64_t seed = slice.whole() ? name_seed(seed_, name)
+                                        : name_seed(seed_, name + "#" + std::to_string(slice.dim) + ":" +
+                                                               std::to_string(slice.start) + "+" +
+                                                               std::to_string(slice.count));
     switch (init) {
       case WeightInit::normal:
         if (target == backend_.weight_dtype()) {
-          backend_.fill_random_normal({.dst = dst, .n = shape.numel(), .seed = name_seed(seed_, name),
-                                       .mean = 0.0f, .stddev = kRandomStddev});
+          backend_.fill_random_normal({.dst = dst, .n = static_cast<int64_t>(n), .seed = seed, .mean = 0.0f,
+                                       .stddev = kRandomStddev});
           return;
         }
         // fp32 copies of a GPU backend: draw on the host with the CPU backend's generator.
         staging_.resize(n);
-        make_cpu_backend()->fill_random_normal({.dst = staging_.data(), .n = shape.numel(),
-                                                .seed = name_seed(seed_, name), .stddev = kRandomStddev});
+        make_cpu_backend()->fill_random_normal({.dst = staging_.data(), .n = static_cast<int64_t>(n), .seed = seed,
+                                                .stddev = kRandomStddev});
         upload_staging(dst, n, target);
         return;
       case WeightInit::ones:
@@ -85,12 +110,27 @@ void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, 
   SY_CHECK(t->dtype == DType::f32 || t->dtype == DType::bf16 || t->dtype == DType::f16, "{}: tensor '{}' has dtype {}; "
            "the CPU backend computes BF16, F16 and F32 weights only (FP8 checkpoints are parsed but not yet computed)",
            t->file, name, dtype_name(t->dtype));
-  if (t->dtype == target) {  // no conversion: straight from the mapping
-    backend_.copy_to_device(dst, t->data, t->nbytes);
+  const size_t esize = dtype_size(t->dtype);
+  const auto* src = t->data;
+  if (slice.whole() || slice.dim == 0) {  // one contiguous run of rows
+    const size_t offset = slice.whole() ? 0 : static_cast<size_t>(slice.start * (shape.numel() / shape[0])) * esize;
+    if (t->dtype == target) {  // no conversion: straight from the mapping
+      backend_.copy_to_device(dst, src + offset, n * esize);
+      return;
+    }
+    staging_.resize(n);
+    convert_to_f32(src + offset, t->dtype, staging_.data(), n);
+    upload_staging(dst, n, target);
     return;
   }
+  // Columns [start, start + count) of every row of dimension 0.
+  const int64_t outer = shape[0], inner = shape.numel() / (shape[0] * shape[1]);
+  const auto run = static_cast<size_t>(slice.count * inner);
   staging_.resize(n);
-  convert_to_f32(t->data, t->dtype, staging_.data(), n);
+  for (int64_t o = 0; o < outer; ++o) {
+    const size_t from = static_cast<size_t>((o * shape[1] + slice.start) * inner) * esize;
+    convert_to_f32(src + from, t->dtype, staging_.data() + static_cast<size_t>(o) * run, run);
+  }
   upload_staging(dst, n, target);
 }
 

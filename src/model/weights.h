@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "io/safetensors.h"
+#include "model/parallel.h"
 
 namespace sy {
 
@@ -19,6 +20,15 @@ enum class WeightInit : uint8_t {
   normal,  // random weights: N(0, stddev)
   ones,    // random weights: norm scales
   zeros,   // random weights: biases
+};
+
+// A part of a checkpoint tensor: `count` entries from `start` along dimension `dim` (0 or 1), as a rank
+// of a parallel layout holds it; count 0 means the whole tensor.
+struct Slice {
+  int dim = 0;
+  int64_t start = 0;
+  int64_t count = 0;
+  bool whole() const { return count == 0; }
 };
 
 // Device memory of a model's weights; lives as long as the model.
@@ -29,17 +39,25 @@ struct WeightStore {
 
 class WeightLoader {
  public:
-  // checkpoint == nullptr: random weights drawn from `seed`.
-  WeightLoader(const Checkpoint* checkpoint, uint64_t seed, Backend& backend, WeightStore& store);
+  // checkpoint == nullptr: random weights drawn from `seed`. groups: the layout this rank loads its share
+  // of (null: one rank, everything).
+  WeightLoader(const Checkpoint* checkpoint, uint64_t seed, Backend& backend, WeightStore& store,
+               const ParallelGroups* groups = nullptr);
 
   // Allocates device memory for the tensor and fills it. Returns the device pointer.
-  WeightPtr bind(const std::string& name, const Shape& shape, WeightInit init = WeightInit::normal);
-  // Fills `dst` (shape.numel() elements of device memory), e.g. one expert's slice of a fused tensor.
-  void load_into(const std::string& name, const Shape& shape, void* dst, WeightInit init = WeightInit::normal);
+  WeightPtr bind(const std::string& name, const Shape& shape, WeightInit init = WeightInit::normal,
+                 const Slice& slice = {});
+  // Fills `dst` (shape.numel() elements of device memory, or the slice's), e.g. one expert's part of a
+  // fused tensor. `shape` is always the checkpoint tensor's whole shape; only the slice's bytes are read
+  // (the checkpoint is memory-mapped). Random weights of a slice are drawn for that slice alone.
+  void load_into(const std::string& name, const Shape& shape, void* dst, WeightInit init = WeightInit::normal,
+                 const Slice& slice = {});
   // As bind, but stored as fp32 whatever the backend's weight dtype (routers).
   const float* bind_f32(const std::string& name, const Shape& shape);
   // Allocates device memory of `numel` elements without filling it (for fused tensors).
   void* allocate(int64_t numel);
+  // Sets `numel` elements of weight memory to zero (e.g. the padding row of a vocabulary share).
+  void zero(void* dst, int64_t numel);
   // Element i of an array allocated here.
   void* at(void* base, int64_t i) const;
   // Tensors under this name prefix are deliberately not used (e.g. layers cut by --layers).
@@ -49,11 +67,17 @@ class WeightLoader {
   void finish();
 
   bool random() const { return checkpoint_ == nullptr; }
+  // This rank's share of the model; set by layers_to_build once the number of layers is known.
+  const ShardPlan& plan() const { return plan_; }
+  const ParallelGroups* groups() const { return groups_; }
+  void set_plan(const ShardPlan& plan) { plan_ = plan; }
 
  private:
-  void fill(const std::string& name, const Shape& shape, void* dst, WeightInit init, DType target);
+  void fill(const std::string& name, const Shape& shape, void* dst, WeightInit init, DType target, const Slice& slice);
   void upload_staging(void* dst, size_t n, DType target);  // staging_ (fp32) → dst in `target`
   const Checkpoint* checkpoint_;
+  const ParallelGroups* groups_;
+  ShardPlan plan_;
   uint64_t seed_;
   Backend& backend_;
   WeightStore& store_;

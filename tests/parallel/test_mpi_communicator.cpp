@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "common/mpi_test_main.h"
 #include "parallel/mpi_communicator.h"
 
 namespace sy {
@@ -213,50 +214,9 @@ TEST(MpiCommunicator, AxisGroupsMatchTheMapping) {
   EXPECT_GT(layouts, 0);
 }
 
-// On ranks other than 0, prints only failed assertions, prefixed by the rank.
-class FailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (result.failed()) {
-      fmt::print(stderr, "[rank {}] {}:{}: {}\n", rank_, result.file_name() ? result.file_name() : "?",
-                 result.line_number(), result.summary());
-    }
-  }
-
- private:
-  int rank_;
-};
-
 }  // namespace
 }  // namespace sy
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  int failed = 1;
-  try {
-    sy::MpiSession mpi(&argc, &argv);
-    {
-      std::unique_ptr<sy::Communicator> world = mpi.world();
-      sy::g_world = world.get();
-      if (world->rank() != 0) {
-        auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-        delete listeners.Release(listeners.default_result_printer());
-        listeners.Append(new sy::FailurePrinter(world->rank()));
-      }
-      failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-      // Every rank exits with the same verdict, so a failure seen on one rank fails the whole run.
-      float failures = float(failed);
-      world->all_reduce_sum(&failures, 1);
-      if (world->rank() == 0 && !failed && failures > 0.f) {
-        fmt::print(stderr, "test_parallel_mpi: {} other rank(s) failed; see their [rank N] lines\n", failures);
-      }
-      failed = failures > 0.f ? 1 : 0;
-      sy::g_world = nullptr;
-    }
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "test_parallel_mpi: {}\n", e.what());
-    return 1;
-  }
-  return failed;
+  return sy::test::run_mpi_tests(argc, argv, "test_parallel_mpi", [](sy::Communicator* w) { sy::g_world = w; });
 }

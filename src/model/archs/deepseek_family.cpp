@@ -151,7 +151,8 @@ std::unique_ptr<Model> build_mla_model(const ConfigJson& cfg, const LoadOptions&
   spec.info.n_layers = built;
   spec.info.kv = mla_kv_geometry(mla, built);
   bind_embeddings_and_head(loader, spec, cfg.get_bool("tie_word_embeddings", false));
-  for (int64_t i = 0; i < built; ++i) {
+  const LayerRange stage = stage_layers(loader);
+  for (int64_t i = stage.begin; i < stage.end; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     DecoderLayer layer;
     layer.input_norm = loader.bind(p + "input_layernorm.weight", {hidden}, WeightInit::ones);
@@ -164,7 +165,7 @@ std::unique_ptr<Model> build_mla_model(const ConfigJson& cfg, const LoadOptions&
     spec.layers.push_back(std::move(layer));
   }
   loader.finish();
-  return make_transformer(std::move(spec), std::move(store), backend);
+  return make_transformer(std::move(spec), std::move(store), backend, loader.plan());
 }
 
 }  // namespace sy

@@ -50,7 +50,8 @@ std::unique_ptr<Model> build_glm4_moe(const ConfigJson& cfg, const LoadOptions& 
                                 .rotary_dim = rotary_dim, .qkv_bias = cfg.get_bool("attention_bias", false),
                                 .o_bias = false, .qk_norm = cfg.get_bool("use_qk_norm", false),
                                 .qk_norm_eps = static_cast<float>(eps)};
-  for (int64_t i = 0; i < built; ++i) {
+  const LayerRange stage = stage_layers(loader);
+  for (int64_t i = stage.begin; i < stage.end; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     DecoderLayer layer;
     layer.input_norm = loader.bind(p + "input_layernorm.weight", {hidden}, WeightInit::ones);
@@ -61,7 +62,7 @@ std::unique_ptr<Model> build_glm4_moe(const ConfigJson& cfg, const LoadOptions& 
     spec.layers.push_back(std::move(layer));
   }
   loader.finish();
-  return make_transformer(std::move(spec), std::move(store), backend);
+  return make_transformer(std::move(spec), std::move(store), backend, loader.plan());
 }
 
 }  // namespace sy

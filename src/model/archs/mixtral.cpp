@@ -43,7 +43,8 @@ std::unique_ptr<Model> build_mixtral(const ConfigJson& cfg, const LoadOptions& o
                                 .rotary_dim = rotary_dim, .sliding_window = cfg.get_optional_int("sliding_window")};
   const MoeConfig moe{.hidden = hidden, .n_experts = n_experts, .top_k = top_k, .inter = inter, .renormalize = true};
   const MlpNames names{.gate = "w1.weight", .up = "w3.weight", .down = "w2.weight"};
-  for (int64_t i = 0; i < built; ++i) {
+  const LayerRange stage = stage_layers(loader);
+  for (int64_t i = stage.begin; i < stage.end; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     DecoderLayer layer;
     layer.input_norm = loader.bind(p + "input_layernorm.weight", {hidden}, WeightInit::ones);
@@ -55,7 +56,7 @@ std::unique_ptr<Model> build_mixtral(const ConfigJson& cfg, const LoadOptions& o
     spec.layers.push_back(std::move(layer));
   }
   loader.finish();
-  return make_transformer(std::move(spec), std::move(store), backend);
+  return make_transformer(std::move(spec), std::move(store), backend, loader.plan());
 }
 
 }  // namespace sy

@@ -54,7 +54,8 @@ std::unique_ptr<Model> build_qwen3_moe(const ConfigJson& cfg, const LoadOptions&
                                 .rotary_dim = rotary_dim, .qkv_bias = attention_bias, .o_bias = attention_bias,
                                 .qk_norm = true, .qk_norm_eps = static_cast<float>(eps)};
   const MlpNames names{.gate = "gate_proj.weight", .up = "up_proj.weight", .down = "down_proj.weight"};
-  for (int64_t i = 0; i < built; ++i) {
+  const LayerRange stage = stage_layers(loader);
+  for (int64_t i = stage.begin; i < stage.end; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     DecoderLayer layer;
     layer.input_norm = loader.bind(p + "input_layernorm.weight", {hidden}, WeightInit::ones);
@@ -73,7 +74,7 @@ std::unique_ptr<Model> build_qwen3_moe(const ConfigJson& cfg, const LoadOptions&
     spec.layers.push_back(std::move(layer));
   }
   loader.finish();
-  return make_transformer(std::move(spec), std::move(store), backend);
+  return make_transformer(std::move(spec), std::move(store), backend, loader.plan());
 }
 
 }  // namespace sy

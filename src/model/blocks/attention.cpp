@@ -3,25 +3,54 @@
 
 #include <cmath>
 
+#include "base/check.h"
+
 namespace sy {
 
 namespace {
 enum ScratchId : int { kQ = 100, kK, kV, kAttn };
 }
 
-GqaAttentionWeights bind_gqa_attention(WeightLoader& loader, const std::string& prefix, const GqaAttentionConfig& c) {
-  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.kv_heads * c.head_dim;
-  GqaAttentionWeights w;
-  w.q_proj = loader.bind(prefix + "q_proj.weight", {q_dim, c.hidden});
-  w.k_proj = loader.bind(prefix + "k_proj.weight", {kv_dim, c.hidden});
-  w.v_proj = loader.bind(prefix + "v_proj.weight", {kv_dim, c.hidden});
-  w.o_proj = loader.bind(prefix + "o_proj.weight", {c.hidden, q_dim});
-  if (c.qkv_bias) {
-    w.q_bias = loader.bind(prefix + "q_proj.bias", {q_dim}, WeightInit::zeros);
-    w.k_bias = loader.bind(prefix + "k_proj.bias", {kv_dim}, WeightInit::zeros);
-    w.v_bias = loader.bind(prefix + "v_proj.bias", {kv_dim}, WeightInit::zeros);
+GqaShard shard_gqa(const GqaAttentionConfig& c, int tp_rank, int tp) {
+  SY_CHECK(c.n_heads % tp == 0 && (c.kv_heads % tp == 0 || tp % c.kv_heads == 0),
+           "--tp {} does not split {} attention heads and {} KV heads (tp must divide the heads, and divide or be a "
+           "multiple of the KV heads)", tp, c.n_heads, c.kv_heads);
+  GqaShard s;
+  s.local = c;
+  s.local.n_heads = c.n_heads / tp;
+  s.head0 = s.local.n_heads * tp_rank;
+  if (c.kv_heads % tp == 0) {
+    s.local.kv_heads = c.kv_heads / tp;
+    s.kv_head0 = s.local.kv_heads * tp_rank;
+  } else {
+    s.local.kv_heads = 1;
+    s.kv_head0 = tp_rank / (tp / c.kv_heads);
   }
-  if (c.o_bias) w.o_bias = loader.bind(prefix + "o_proj.bias", {c.hidden}, WeightInit::zeros);
+  return s;
+}
+
+GqaAttentionWeights bind_gqa_attention(WeightLoader& loader, const std::string& prefix, const GqaAttentionConfig& c) {
+  const ShardPlan& plan = loader.plan();
+  const GqaShard sh = shard_gqa(c, plan.tp_rank, plan.tp);
+  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.kv_heads * c.head_dim, d = c.head_dim;
+  const bool split = plan.tp > 1;
+  const Slice q_rows = split ? Slice{.dim = 0, .start = sh.head0 * d, .count = sh.local.n_heads * d} : Slice{};
+  const Slice kv_rows = split ? Slice{.dim = 0, .start = sh.kv_head0 * d, .count = sh.local.kv_heads * d} : Slice{};
+  const Slice o_cols = split ? Slice{.dim = 1, .start = sh.head0 * d, .count = sh.local.n_heads * d} : Slice{};
+  GqaAttentionWeights w;
+  w.q_proj = loader.bind(prefix + "q_proj.weight", {q_dim, c.hidden}, WeightInit::normal, q_rows);
+  w.k_proj = loader.bind(prefix + "k_proj.weight", {kv_dim, c.hidden}, WeightInit::normal, kv_rows);
+  w.v_proj = loader.bind(prefix + "v_proj.weight", {kv_dim, c.hidden}, WeightInit::normal, kv_rows);
+  w.o_proj = loader.bind(prefix + "o_proj.weight", {c.hidden, q_dim}, WeightInit::normal, o_cols);
+  if (c.qkv_bias) {
+    w.q_bias = loader.bind(prefix + "q_proj.bias", {q_dim}, WeightInit::zeros, q_rows);
+    w.k_bias = loader.bind(prefix + "k_proj.bias", {kv_dim}, WeightInit::zeros, kv_rows);
+    w.v_bias = loader.bind(prefix + "v_proj.bias", {kv_dim}, WeightInit::zeros, kv_rows);
+  }
+  if (c.o_bias) {
+    w.o_bias = loader.bind(prefix + "o_proj.bias", {c.hidden}, WeightInit::zeros);
+    if (plan.tp_rank != 0) w.o_bias = nullptr;  // added once, before the sum over the tp group
+  }
   if (c.qk_norm) {
     w.q_norm = loader.bind(prefix + "q_norm.weight", {c.head_dim}, WeightInit::ones);
     w.k_norm = loader.bind(prefix + "k_norm.weight", {c.head_dim}, WeightInit::ones);

@@ -37,7 +37,18 @@ struct GqaAttentionWeights {
   WeightPtr k_norm = nullptr;  // [head_dim] or null
 };
 
-// Binds `prefix` + {q,k,v,o}_proj.weight (and .bias, q_norm/k_norm as the config says).
+// This rank's part under tensor parallelism: n_heads / tp query heads, and kv_heads / tp KV heads, or, when
+// tp exceeds kv_heads, the one KV head its query heads read (replicated on tp / kv_heads ranks).
+struct GqaShard {
+  int64_t head0 = 0;     // first query head
+  int64_t kv_head0 = 0;  // first KV head
+  GqaAttentionConfig local;  // the config with this rank's head counts
+};
+GqaShard shard_gqa(const GqaAttentionConfig& c, int tp_rank, int tp);
+
+// Binds `prefix` + {q,k,v,o}_proj.weight (and .bias, q_norm/k_norm as the config says): c is the whole
+// model's config; the rank's heads (loader.plan()) are read, and the o_proj bias only on tp rank 0 (the
+// partial outputs are summed across the tp group).
 GqaAttentionWeights bind_gqa_attention(WeightLoader& loader, const std::string& prefix, const GqaAttentionConfig& c);
 
 struct RopeView {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/blocks/step.h"
+#include "model/parallel.h"
 #include "model/weights.h"
 
 namespace sy {
@@ -21,9 +22,11 @@ struct DenseMlpWeights {
   WeightPtr gate_up = nullptr;  // [2 * inter, hidden]
   WeightPtr down = nullptr;     // [hidden, inter]
   int64_t hidden = 0;
-  int64_t inter = 0;
+  int64_t inter = 0;            // this rank's share of the intermediate dimension (dense_tp)
 };
 
+// `inter` is the model's; with dense_tp > 1 (loader.plan()) the rank binds its share of the intermediate
+// dimension (gate and up rows, down columns) and its output is a partial sum over the dense_tp group.
 DenseMlpWeights bind_dense_mlp(WeightLoader& loader, const std::string& prefix, const MlpNames& names,
                                int64_t hidden, int64_t inter);
 // out[T, hidden] = down(silu(gate x) * up x)
@@ -51,19 +54,37 @@ struct MoeConfig {
 struct MoeWeights {
   const float* router = nullptr;      // fp32 [n_experts, hidden]
   const float* score_bias = nullptr;  // fp32 [n_experts] e_score_correction_bias, or null
-  WeightPtr gate_up = nullptr;  // [n_experts, 2 * inter, hidden]
-  WeightPtr down = nullptr;     // [n_experts, hidden, inter]
+  WeightPtr gate_up = nullptr;  // [local_experts, 2 * local_inter, hidden]
+  WeightPtr down = nullptr;     // [local_experts, hidden, local_inter]
   DenseMlpWeights shared;       // added to every token's output when MoeConfig::shared_inter > 0
+  // This rank's experts [expert_begin, expert_begin + local_experts) (ep) and its share of each one's
+  // intermediate dimension (etp); the whole layer on one rank.
+  int64_t expert_begin = 0;
+  int64_t local_experts = 0;
+  int64_t local_inter = 0;
 };
 
-// Binds `router_name` and, for each expert e, expert_prefix + e + "." + names.{gate,up,down}.
+// Binds `router_name` (every rank routes with the whole router) and, for each of this rank's experts e
+// (loader.plan(): ep, etp), expert_prefix + e + "." + names.{gate,up,down}; the other experts are skipped.
 MoeWeights bind_moe(WeightLoader& loader, const std::string& router_name, const std::string& expert_prefix,
                     const MlpNames& names, const MoeConfig& c);
 // DeepSeek-V3-style MoE under mlp_prefix (e.g. "model.layers.3.mlp."): gate.weight, gate.e_score_correction_bias,
 // experts.{e}.{gate,up,down}_proj.weight and, with shared_inter > 0, shared_experts.{gate,up,down}_proj.weight.
 MoeWeights bind_deepseek_moe(WeightLoader& loader, const std::string& mlp_prefix, const MoeConfig& c);
 // Routing in fp32 (softmax or sigmoid as configured), then out[T, hidden] = Σ_k w_k · expert_k(x) (+ shared(x)).
+// On one rank, or with every expert local (tp only): the output is complete except for the etp / dense
+// partial sums, which the caller reduces.
 void moe_forward(const StepContext& step, Scratch& scratch, const MoeConfig& c, const MoeWeights& w, const float* x,
                  float* out);
+
+// Expert parallelism over the stage (ep, etp, edp with attention tp and dp): the T tokens of this rank's
+// attention group (replicated across its tp ranks) are split over the tp ranks; each routes its share,
+// sends each (token, expert) pair's activation to the ranks holding that expert (its ep rank, every etp
+// rank, this rank's edp replica) in one all-to-all-v, the experts run there, the results come back in a
+// second all-to-all-v and are combined with the routing weights; the tp group then gathers the tokens
+// back. Shared experts run on the dense_tp group. `out` is complete on return. Collective over the stage,
+// also with T == 0 (a dp rank without tokens in this step still serves its experts).
+void moe_forward_parallel(const StepContext& step, Scratch& scratch, const MoeConfig& c, const MoeWeights& w,
+                          const float* x, float* out, const ShardPlan& plan, ModelComm& comm);
 
 }  // namespace sy

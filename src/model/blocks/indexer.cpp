@@ -24,12 +24,16 @@ IndexerWeights bind_indexer(WeightLoader& loader, const std::string& prefix, con
   return w;
 }
 
+int32_t* indexer_selection(Scratch& scratch, int64_t tokens, int64_t top_k) {
+  return scratch.get<int32_t>(kSelected, tokens * top_k);
+}
+
 const int32_t* indexer_select(const StepContext& step, Scratch& scratch, const IndexerConfig& c,
                               const IndexerWeights& w, const RopeView& rope, const float* x, const float* q_resid,
                               void* index_cache) {
   const int64_t T = step.tokens;
   // Same id and size in every layer of a step, so a shared layer finds the last full layer's choice here.
-  int32_t* selected = scratch.get<int32_t>(kSelected, T * c.top_k);
+  int32_t* selected = indexer_selection(scratch, T, c.top_k);
   if (c.shared) return selected;
   SY_CHECK(index_cache != nullptr, "the KV cache has no indexer keys, but this layer has a sparse-attention indexer");
   Backend& be = *step.backend;

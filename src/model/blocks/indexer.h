@@ -39,6 +39,10 @@ IndexerWeights bind_indexer(WeightLoader& loader, const std::string& prefix, con
 // Writes this step's indexer keys to index_cache ([n_slots, head_dim]) and returns device [T, top_k] key
 // positions per query (ascending, -1 past the end). x: [T, hidden] the layer input; q_resid: [T, q_lora_rank].
 // A shared layer returns the previous full layer's selection (the same scratch buffer; a full layer runs first).
+// The buffer where indexer_select leaves a step's selection ([tokens, top_k]): a pipeline stage whose first
+// layer shares the previous stage's selection receives it here.
+int32_t* indexer_selection(Scratch& scratch, int64_t tokens, int64_t top_k);
+
 const int32_t* indexer_select(const StepContext& step, Scratch& scratch, const IndexerConfig& c,
                               const IndexerWeights& w, const RopeView& rope, const float* x, const float* q_resid,
                               void* index_cache);

@@ -11,24 +11,39 @@ enum ScratchId : int { kQa = 300, kQ, kKv, kQLatent, kOutLatent, kOutHeads };
 }
 
 MlaWeights bind_mla(WeightLoader& loader, const std::string& prefix, const MlaConfig& c) {
+  // Tensor parallelism splits the heads (q_b_proj / q_proj rows, kv_b_proj rows, o_proj columns); the
+  // latent path (q_a, kv_a, their norms) and the indexer are replicated, so every tp rank caches the
+  // same latent rows.
+  const ShardPlan& plan = loader.plan();
+  const int64_t nh = even_share(c.n_heads, plan.tp_rank, plan.tp, "attention heads").count;
+  const int64_t h0 = nh * plan.tp_rank;
+  const bool split = plan.tp > 1;
+  const auto rows = [&](int64_t per_head) {
+    return split ? Slice{.dim = 0, .start = h0 * per_head, .count = nh * per_head} : Slice{};
+  };
   const int64_t qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
   MlaWeights w;
   if (c.q_lora_rank > 0) {
     w.q_a_proj = loader.bind(prefix + "q_a_proj.weight", {c.q_lora_rank, c.hidden});
     if (c.attention_bias) w.q_a_bias = loader.bind(prefix + "q_a_proj.bias", {c.q_lora_rank}, WeightInit::zeros);
     w.q_a_norm = loader.bind(prefix + "q_a_layernorm.weight", {c.q_lora_rank}, WeightInit::ones);
-    w.q_b_proj = loader.bind(prefix + "q_b_proj.weight", {c.n_heads * qk, c.q_lora_rank});
+    w.q_b_proj = loader.bind(prefix + "q_b_proj.weight", {c.n_heads * qk, c.q_lora_rank}, WeightInit::normal, rows(qk));
   } else {
-    w.q_proj = loader.bind(prefix + "q_proj.weight", {c.n_heads * qk, c.hidden});
+    w.q_proj = loader.bind(prefix + "q_proj.weight", {c.n_heads * qk, c.hidden}, WeightInit::normal, rows(qk));
   }
   const int64_t kv_a = c.kv_lora_rank + c.qk_rope_head_dim;
   w.kv_a_proj = loader.bind(prefix + "kv_a_proj_with_mqa.weight", {kv_a, c.hidden});
   if (c.attention_bias) w.kv_a_bias = loader.bind(prefix + "kv_a_proj_with_mqa.bias", {kv_a}, WeightInit::zeros);
   w.kv_a_norm = loader.bind(prefix + "kv_a_layernorm.weight", {c.kv_lora_rank}, WeightInit::ones);
-  w.kv_b_proj = loader.bind(prefix + "kv_b_proj.weight",
-                            {c.n_heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank});
-  w.o_proj = loader.bind(prefix + "o_proj.weight", {c.hidden, c.n_heads * c.v_head_dim});
-  if (c.attention_bias) w.o_bias = loader.bind(prefix + "o_proj.bias", {c.hidden}, WeightInit::zeros);
+  const int64_t b_rows = c.qk_nope_head_dim + c.v_head_dim;
+  w.kv_b_proj = loader.bind(prefix + "kv_b_proj.weight", {c.n_heads * b_rows, c.kv_lora_rank}, WeightInit::normal,
+                            rows(b_rows));
+  w.o_proj = loader.bind(prefix + "o_proj.weight", {c.hidden, c.n_heads * c.v_head_dim}, WeightInit::normal,
+                         split ? Slice{.dim = 1, .start = h0 * c.v_head_dim, .count = nh * c.v_head_dim} : Slice{});
+  if (c.attention_bias) {
+    w.o_bias = loader.bind(prefix + "o_proj.bias", {c.hidden}, WeightInit::zeros);
+    if (plan.tp_rank != 0) w.o_bias = nullptr;  // added once, before the sum over the tp group
+  }
   if (c.indexer) w.indexer = bind_indexer(loader, prefix + "indexer.", *c.indexer);
   return w;
 }

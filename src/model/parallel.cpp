@@ -1,0 +1,141 @@
+// ShardPlan and the model's collectives.
+#include "model/parallel.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "base/check.h"
+
+namespace sy {
+
+Share even_share(int64_t total, int rank, int size, const char* what) {
+  SY_CHECK(size >= 1 && total % size == 0, "{} {} cannot be split evenly over {} ranks", what, total, size);
+  const int64_t n = total / size;
+  return {.start = n * rank, .count = n};
+}
+
+Share ceil_share(int64_t total, int rank, int size) {
+  const int64_t n = (total + size - 1) / size;
+  const int64_t start = std::min(total, n * rank);
+  return {.start = start, .count = std::min(total, start + n) - start};
+}
+
+ShardPlan make_shard_plan(const ParallelGroups* groups, int64_t n_layers) {
+  ShardPlan p;
+  p.n_layers = n_layers;
+  if (groups == nullptr) return p;
+  p.groups = groups;
+  const ParallelSizes& s = groups->mapping.sizes();
+  const RankCoords& c = groups->coords;
+  p.tp = s.tp, p.tp_rank = c.tp_rank;
+  p.dp = s.dp, p.dp_rank = c.dp_rank;
+  p.pp = s.pp, p.pp_rank = c.pp_rank;
+  p.ep = s.ep, p.ep_rank = c.ep_rank;
+  p.etp = s.etp, p.etp_rank = c.etp_rank;
+  p.edp = s.edp, p.edp_rank = c.edp_rank;
+  p.dense = s.dense_tp, p.dense_rank = c.dense_tp_rank;
+  // Dense layers, shared experts and the vocabulary run on the tokens of this rank's attention group;
+  // a dense_tp group that spans several dp replicas would need their tokens gathered first.
+  SY_CHECK(s.tp % s.dense_tp == 0, "--dense-tp {} with --tp {} --dp {}: a dense_tp group would span attention "
+           "data-parallel replicas, which execution does not support yet; use a --dense-tp that divides --tp (the "
+           "default is --dense-tp {})", s.dense_tp, s.tp, s.dp, s.tp);
+  SY_CHECK(s.pp <= n_layers, "--pp {} exceeds the {} decoder layers built", s.pp, n_layers);
+  const std::vector<int64_t> counts = stage_layer_counts(n_layers, s.pp, groups->pp_layers);
+  p.first_layer = std::accumulate(counts.begin(), counts.begin() + c.pp_rank, int64_t{0});
+  p.n_layers = counts[static_cast<size_t>(c.pp_rank)];
+  return p;
+}
+
+bool ModelComm::direct(const Communicator& c) const {
+  return c.device_memory() == (backend_.device() != Device::cpu);
+}
+
+void* ModelComm::stage(size_t i, size_t bytes) {
+  if (host_.size() <= i) host_.resize(i + 1);
+  if (host_[i].size() < bytes) host_[i].resize(bytes);
+  return host_[i].data();
+}
+
+void ModelComm::all_reduce(Communicator& c, float* x, int64_t n) {
+  if (c.size() == 1 || n == 0) return;
+  backend_.mark(Phase::communication);
+  if (direct(c)) {
+    if (c.device_memory()) backend_.synchronize();
+    return c.all_reduce_sum(x, n);
+  }
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  auto* h = static_cast<float*>(stage(0, bytes));
+  backend_.copy_to_host(h, x, bytes);
+  c.all_reduce_sum(h, n);
+  backend_.copy_to_device(x, h, bytes);
+}
+
+void ModelComm::all_gather(Communicator& c, const float* send, float* recv, int64_t count) {
+  backend_.mark(Phase::communication);
+  const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+  if (direct(c)) {
+    if (c.device_memory()) backend_.synchronize();
+    return c.all_gather(send, recv, count, DType::f32);
+  }
+  void* hs = stage(0, bytes);
+  void* hr = stage(1, bytes * static_cast<size_t>(c.size()));
+  backend_.copy_to_host(hs, send, bytes);
+  c.all_gather(hs, hr, count, DType::f32);
+  backend_.copy_to_device(recv, hr, bytes * static_cast<size_t>(c.size()));
+}
+
+void ModelComm::all_to_all_v(Communicator& c, const void* send, std::span<const int64_t> send_counts, void* recv,
+                             std::span<const int64_t> recv_counts, DType dtype) {
+  backend_.mark(Phase::communication);
+  const auto n = static_cast<size_t>(c.size());
+  std::vector<int64_t> sd(n), rd(n);
+  for (size_t r = 1; r < n; ++r) {
+    sd[r] = sd[r - 1] + send_counts[r - 1];
+    rd[r] = rd[r - 1] + recv_counts[r - 1];
+  }
+  const size_t esize = dtype_size(dtype);
+  const size_t sbytes = static_cast<size_t>(sd[n - 1] + send_counts[n - 1]) * esize;
+  const size_t rbytes = static_cast<size_t>(rd[n - 1] + recv_counts[n - 1]) * esize;
+  if (direct(c)) {
+    if (c.device_memory()) backend_.synchronize();
+    return c.all_to_all_v(send, send_counts, sd, recv, recv_counts, rd, dtype);
+  }
+  void* hs = stage(0, std::max<size_t>(sbytes, 1));
+  void* hr = stage(1, std::max<size_t>(rbytes, 1));
+  if (sbytes) backend_.copy_to_host(hs, send, sbytes);
+  c.all_to_all_v(hs, send_counts, sd, hr, recv_counts, rd, dtype);
+  if (rbytes) backend_.copy_to_device(recv, hr, rbytes);
+}
+
+std::vector<int64_t> ModelComm::exchange_counts(Communicator& c, const std::vector<int64_t>& send) {
+  const auto n = static_cast<size_t>(c.size());
+  SY_CHECK(send.size() == n, "exchange_counts: {} counts for {} ranks", send.size(), n);
+  std::vector<int64_t> all(n * n);
+  c.all_gather(send.data(), all.data(), static_cast<int64_t>(n), DType::i64);
+  std::vector<int64_t> recv(n);
+  for (size_t r = 0; r < n; ++r) recv[r] = all[r * n + static_cast<size_t>(c.rank())];
+  return recv;
+}
+
+void ModelComm::send(Communicator& c, const void* x, int64_t n, DType dtype, int dest) {
+  backend_.mark(Phase::communication);
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  if (direct(c)) {
+    if (c.device_memory()) backend_.synchronize();
+    return c.send(x, n, dtype, dest);
+  }
+  void* h = stage(0, bytes);
+  backend_.copy_to_host(h, x, bytes);
+  c.send(h, n, dtype, dest);
+}
+
+void ModelComm::recv(Communicator& c, void* x, int64_t n, DType dtype, int source) {
+  backend_.mark(Phase::communication);
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  if (direct(c)) return c.recv(x, n, dtype, source);
+  void* h = stage(0, bytes);
+  c.recv(h, n, dtype, source);
+  backend_.copy_to_device(x, h, bytes);
+}
+
+}  // namespace sy
