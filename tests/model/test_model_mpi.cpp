@@ -25,6 +25,7 @@ struct RunResult {
   std::vector<std::vector<int32_t>> tokens;
   std::vector<std::vector<float>> logits;
   int64_t vocab = 0;
+  size_t weight_bytes = 0;  // held by this rank
 };
 
 // Every prompt of the fixture, 4 new tokens each, greedy, logits of every position kept.
@@ -38,6 +39,7 @@ RunResult run(const test::Fixture& f, const ParallelGroups* groups) {
   engine.run();
   RunResult r;
   r.vocab = model->info().vocab_size;
+  r.weight_bytes = model->info().weight_bytes;
   for (int64_t id : ids) {
     r.tokens.push_back(engine.result(id).output);
     r.logits.push_back(engine.result(id).logits);
@@ -116,6 +118,8 @@ TEST_P(LayoutMatrix, EveryLayoutEqualsOneRank) {
                                                           want.vocab));
     }
     EXPECT_LE(worst, test::kLogitTolerance);
+    // Sharded loading: every layout here cuts something (heads, experts or layers) on every rank.
+    EXPECT_LT(got.weight_bytes, want.weight_bytes);
     if (g_world->rank() == 0) {
       std::printf("  %s %s (%s): max relative logit error %.2e\n", f.name.c_str(), request.flags().c_str(),
                   describe_sizes(resolved.sizes).c_str(), worst);
