@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds switchyard with the CUDA backend (sm_90a) into build-cuda/. Needs the CUDA toolkit (nvcc);
+# Builds switchyard with the CUDA backend (sm_90a), MPI and the NCCL communicator into build-cuda/. Needs
+# the CUDA toolkit (nvcc) with NCCL (found next to it, or under $NCCL_HOME) and Open MPI (scripts/setup.sh);
 # driving nvcc 13 in C++20 needs CMake >= 3.31, taken from PyPI into build-tools/ when the system's
 # CMake is older. Extra arguments go to CMake's configure step.
 set -euo pipefail
@@ -17,5 +18,6 @@ if ! cmake --version | head -1 | awk '{split($3, v, "."); exit !(v[1] > 3 || (v[
   fi
   cmake_bin=build-tools/bin/cmake
 fi
-"$cmake_bin" -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DSY_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc_bin" "$@" >/dev/null
+"$cmake_bin" -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DSY_WITH_CUDA=ON -DSY_WITH_MPI=ON -DSY_WITH_NCCL=ON \
+  -DCMAKE_CUDA_COMPILER="$nvcc_bin" "$@" >/dev/null
 "$cmake_bin" --build build-cuda -j"$(nproc)"
