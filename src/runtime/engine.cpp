@@ -21,11 +21,27 @@ struct Engine::Entry {
   }
 };
 
+namespace {
+
+std::vector<BlockManager> make_block_managers(const ModelInfo& info, const EngineConfig& config) {
+  SY_CHECK(info.dp_size >= 1, "the model reports attention dp size {}; it must be at least 1", info.dp_size);
+  return std::vector<BlockManager>(static_cast<size_t>(info.dp_size),
+                                   BlockManager(config.kv_blocks, config.block_size));
+}
+
+std::vector<BlockManager*> pointers_to(std::vector<BlockManager>& managers) {
+  std::vector<BlockManager*> out;
+  for (auto& m : managers) out.push_back(&m);
+  return out;
+}
+
+}  // namespace
+
 Engine::Engine(Model& model, Backend& backend, const EngineConfig& config)
     : model_(model),
-      blocks_(config.kv_blocks, config.block_size),
+      blocks_(make_block_managers(model.info(), config)),
       pool_(backend, model.info().kv, config.kv_blocks, config.block_size),
-      scheduler_(blocks_, config.scheduler) {}
+      scheduler_(pointers_to(blocks_), config.scheduler) {}
 
 Engine::~Engine() = default;
 
@@ -61,6 +77,9 @@ bool Engine::step() {
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const ScheduledChunk& c = chunks[ci];
     const Entry& e = *entries_[static_cast<size_t>(c.seq->id)];
+    // Block ids and slots are local to the pool of the sequence's dp rank.
+    const BlockManager& blocks = blocks_[static_cast<size_t>(c.seq->dp)];
+    b.seq_dp.push_back(c.seq->dp);
     std::copy(c.seq->block_table.begin(), c.seq->block_table.end(),
               b.block_tables.begin() + static_cast<int64_t>(ci) * b.max_blocks);
     const auto first_token = static_cast<int32_t>(b.tokens.size());
@@ -68,7 +87,7 @@ bool Engine::step() {
       b.tokens.push_back(c.seq->tokens[static_cast<size_t>(p)]);
       b.positions.push_back(static_cast<int32_t>(p));
       b.token_seq.push_back(static_cast<int32_t>(ci));
-      b.slots.push_back(blocks_.slot(c.seq->block_table, p));
+      b.slots.push_back(blocks.slot(c.seq->block_table, p));
     }
     // Rows wanted: every not-yet-kept position when keeping logits, else only the last if it samples.
     const size_t row0 = b.logit_rows.size();
@@ -113,8 +132,10 @@ bool Engine::step() {
 
 void Engine::run() {
   while (!scheduler_.idle()) {
-    SY_CHECK(step(), "the scheduler could not run any of {} waiting sequences; the KV cache ({} blocks of {}) is too "
-             "small for them", scheduler_.waiting().size(), blocks_.n_blocks(), blocks_.block_size());
+    SY_CHECK(step(),
+             "the scheduler could not run any of {} waiting sequences; the KV cache ({} blocks of {} per dp rank, {} "
+             "dp ranks) is too small for them",
+             scheduler_.waiting().size(), blocks_[0].n_blocks(), blocks_[0].block_size(), blocks_.size());
   }
 }
 
@@ -124,9 +145,20 @@ const RequestResult& Engine::result(int64_t id) const {
 }
 
 void Engine::check_integrity() const {
-  std::vector<const std::vector<int32_t>*> tables;
-  for (const auto& e : entries_) tables.push_back(&e->seq.block_table);
-  blocks_.check_integrity(tables);
+  std::vector<std::vector<const std::vector<int32_t>*>> tables(blocks_.size());
+  for (const auto& e : entries_) {
+    const int32_t dp = e->seq.dp;
+    SY_CHECK(dp >= 0 && dp < static_cast<int32_t>(blocks_.size()), "sequence {} is on dp rank {}, outside [0, {})",
+             e->seq.id, dp, blocks_.size());
+    tables[static_cast<size_t>(dp)].push_back(&e->seq.block_table);
+  }
+  for (size_t dp = 0; dp < blocks_.size(); ++dp) {
+    try {
+      blocks_[dp].check_integrity(tables[dp]);
+    } catch (const Error& err) {
+      SY_FAIL("dp rank {}: {}", dp, err.what());
+    }
+  }
 }
 
 }  // namespace sy

@@ -1,6 +1,8 @@
 // The engine of one rank: requests in, tokens out. Each step schedules a batch, runs the model's
 // forward pass over the paged KV cache, samples the sequences whose chunk reached their end, and
-// retires the finished ones.
+// retires the finished ones. Every rank of a layout runs the same engine over the same requests; under
+// attention data parallelism (model.info().dp_size > 1) it keeps the block accounting of every dp
+// rank's KV pool, while the device pool here holds only this rank's.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +18,7 @@ namespace sy {
 
 struct EngineConfig {
   int64_t block_size = 16;
-  int64_t kv_blocks = 256;
+  int64_t kv_blocks = 256;  // per dp rank: the blocks of this rank's KV pool
   SchedulerConfig scheduler;
 };
 
@@ -53,14 +55,15 @@ class Engine {
   // Host time spent choosing next tokens, summed over all steps.
   double sampling_ms() const { return sampling_ms_; }
   const Scheduler& scheduler() const { return scheduler_; }
-  // Checks the KV block accounting (every block owned exactly once).
+  // Checks the KV block accounting of every dp rank's pool (every block owned exactly once, by a
+  // sequence of that dp rank or the free list).
   void check_integrity() const;
 
  private:
   struct Entry;
   Model& model_;
-  BlockManager blocks_;
-  KvPool pool_;
+  std::vector<BlockManager> blocks_;  // per dp rank; the scheduler points into it, so never resized
+  KvPool pool_;                       // this rank's: the blocks of its dp rank
   Scheduler scheduler_;
   std::vector<std::unique_ptr<Entry>> entries_;
   std::vector<float> logits_;

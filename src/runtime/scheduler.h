@@ -1,7 +1,9 @@
 // Continuous batching with chunked prefill (pure CPU logic): each step takes every running decode
 // token, then fills the remaining token budget with prefill chunks, admitting waiting sequences while
 // KV blocks last. When decode cannot grow, the newest running sequence is preempted (its blocks freed,
-// recomputed later).
+// recomputed later). Under attention data parallelism each dp rank has its own KV block pool: a
+// sequence lives on one dp rank for its whole life, and admission, growth and preemption only look at
+// that rank's pool; the token budget and max_seqs are shared by the whole step.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,8 @@ struct Sequence {
   int64_t id = 0;
   std::vector<int32_t> tokens;
   int64_t computed = 0;
-  std::vector<int32_t> block_table;
+  std::vector<int32_t> block_table;  // block ids of the pool of dp rank `dp`
+  int32_t dp = 0;                    // attention-DP rank holding its KV cache; set by Scheduler::add
   bool finished = false;
 };
 
@@ -39,21 +42,32 @@ struct ScheduledChunk {
 
 class Scheduler {
  public:
-  Scheduler(BlockManager& blocks, const SchedulerConfig& config);
+  // One block manager per dp rank (index = dp rank), each outliving the scheduler.
+  Scheduler(std::vector<BlockManager*> blocks, const SchedulerConfig& config);
+  // A single KV pool (dp size 1).
+  Scheduler(BlockManager& blocks, const SchedulerConfig& config) : Scheduler(std::vector{&blocks}, config) {}
 
-  void add(Sequence* seq);  // queued at the back of the waiting list
+  // Places the sequence on the dp rank with the fewest live (added, not finished) sequences, the
+  // lowest index on ties, so every rank that runs the same requests places them identically; then
+  // queues it at the back of the waiting list.
+  void add(Sequence* seq);
   // Chunks for the next forward pass (empty when nothing can run). Grows block tables as needed.
   std::vector<ScheduledChunk> schedule();
-  // Frees a finished sequence's blocks and forgets it.
+  // Frees a finished sequence's blocks and forgets it (waiting or running). Finishing twice is a no-op.
   void finish(Sequence* seq);
   bool idle() const { return waiting_.empty() && running_.empty(); }
   int64_t preemptions() const { return preemptions_; }
   const std::deque<Sequence*>& running() const { return running_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
+  int32_t dp_size() const { return static_cast<int32_t>(blocks_.size()); }
+  // Sequences added to dp rank `dp` and not finished yet (waiting or running).
+  int64_t live(int32_t dp) const { return live_.at(static_cast<size_t>(dp)); }
 
  private:
   void preempt(Sequence* seq);
-  BlockManager& blocks_;
+  BlockManager& blocks_of(const Sequence* seq) { return *blocks_[static_cast<size_t>(seq->dp)]; }
+  std::vector<BlockManager*> blocks_;  // per dp rank
+  std::vector<int64_t> live_;          // per dp rank
   SchedulerConfig config_;
   std::deque<Sequence*> waiting_;
   std::deque<Sequence*> running_;  // admitted, in admission order

@@ -1,5 +1,10 @@
-// Scheduler: token budget, chunked prefill, decode-first ordering, admission limits and preemption.
+// Scheduler: token budget, chunked prefill, decode-first ordering, admission limits and preemption; under
+// attention data parallelism, placement over dp ranks and one KV pool per dp rank.
 #include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <random>
 
 #include "base/check.h"
 #include "runtime/scheduler.h"
@@ -99,6 +104,153 @@ TEST(Scheduler, RefusesASequenceLargerThanTheWholeCache) {
   Scheduler s(blocks, {});
   Sequence a = make_seq(0, 4);
   EXPECT_THROW(s.add(&a), Error);
+}
+
+TEST(SchedulerDp, PlacesEachSequenceOnTheDpRankWithFewestLiveSequences) {
+  BlockManager m0(16, 4), m1(16, 4), m2(16, 4);
+  Scheduler s({&m0, &m1, &m2}, {});
+  ASSERT_EQ(s.dp_size(), 3);
+  std::vector<Sequence> seqs;
+  for (int64_t i = 0; i < 11; ++i) seqs.push_back(make_seq(i, 2));
+  for (size_t i = 0; i < 7; ++i) s.add(&seqs[i]);
+  std::vector<int32_t> dp;
+  for (size_t i = 0; i < 7; ++i) dp.push_back(seqs[i].dp);
+  EXPECT_EQ(dp, (std::vector<int32_t>{0, 1, 2, 0, 1, 2, 0}));
+  // Finishing (here while still waiting) frees a place: dp rank 1 drops to 0 live sequences.
+  s.finish(&seqs[1]);
+  s.finish(&seqs[4]);
+  s.finish(&seqs[4]);  // a second finish changes nothing
+  EXPECT_EQ(s.live(0), 3);
+  EXPECT_EQ(s.live(1), 0);
+  EXPECT_EQ(s.live(2), 2);
+  dp.clear();
+  for (size_t i = 7; i < 11; ++i) {
+    s.add(&seqs[i]);
+    dp.push_back(seqs[i].dp);
+  }
+  // Live counts go (3,0,2) → (3,1,2) → (3,2,2) → tie between 1 and 2, lowest wins → (3,3,3).
+  EXPECT_EQ(dp, (std::vector<int32_t>{1, 1, 1, 2}));
+}
+
+TEST(SchedulerDp, PreemptsTheNewestSequenceOfTheSameDpRank) {
+  BlockManager m0(3, 2), m1(3, 2);  // 6 token slots per dp rank
+  Scheduler s({&m0, &m1}, {.max_batch_tokens = 100, .max_seqs = 8});
+  Sequence a = make_seq(0, 2), b = make_seq(1, 3), c = make_seq(2, 3), d = make_seq(3, 1);
+  for (Sequence* q : {&a, &b, &c, &d}) s.add(q);
+  ASSERT_EQ((std::vector<int32_t>{a.dp, b.dp, c.dp, d.dp}), (std::vector<int32_t>{0, 1, 0, 1}));
+  auto chunks = s.schedule();  // dp 0: a 1 block + c 2 blocks; dp 1: b 2 blocks + d 1 block: both full
+  ASSERT_EQ(chunks.size(), 4u);
+  EXPECT_EQ(m0.free_blocks(), 0);
+  EXPECT_EQ(m1.free_blocks(), 0);
+  complete(chunks);  // a needs a second block; b, c and d still fit in theirs
+  const std::vector<int32_t> b_table = b.block_table, d_table = d.block_table;
+  chunks = s.schedule();
+  // a's growth evicts c, the newest of dp rank 0, not d, the newest overall (on dp rank 1).
+  EXPECT_EQ(s.preemptions(), 1);
+  EXPECT_EQ(c.computed, 0);
+  EXPECT_TRUE(c.block_table.empty());
+  EXPECT_EQ(c.dp, 0);
+  EXPECT_EQ(s.waiting().front(), &c);
+  std::vector<Sequence*> scheduled;
+  for (const auto& ch : chunks) scheduled.push_back(ch.seq);
+  EXPECT_EQ(scheduled, (std::vector<Sequence*>{&a, &b, &d}));
+  EXPECT_EQ(b.block_table, b_table);
+  EXPECT_EQ(d.block_table, d_table);
+  m0.check_integrity({&a.block_table, &c.block_table});
+  m1.check_integrity({&b.block_table, &d.block_table});
+}
+
+TEST(SchedulerDp, AFullPoolDoesNotHoldBackAdmissionOnAnotherDpRank) {
+  BlockManager m0(3, 2), m1(3, 2);
+  Scheduler s({&m0, &m1}, {.max_batch_tokens = 100, .max_seqs = 8});
+  Sequence x = make_seq(0, 4), y = make_seq(1, 1), z = make_seq(2, 4), w = make_seq(3, 2);
+  s.add(&x);  // dp 0
+  s.add(&y);  // dp 1
+  complete(s.schedule());
+  s.add(&z);  // dp 0, which x's decode fills up
+  s.add(&w);  // dp 1, queued behind z
+  ASSERT_EQ(z.dp, 0);
+  ASSERT_EQ(w.dp, 1);
+  const auto chunks = s.schedule();
+  std::vector<Sequence*> scheduled;
+  for (const auto& ch : chunks) scheduled.push_back(ch.seq);
+  EXPECT_EQ(scheduled, (std::vector<Sequence*>{&x, &y, &w}));
+  EXPECT_EQ(s.waiting().size(), 1u);
+  EXPECT_EQ(s.waiting().front(), &z);
+  EXPECT_EQ(s.preemptions(), 0);
+}
+
+// Random adds, steps and cancellations: after every step each dp rank's pool is partitioned exactly
+// between its free list and the tables of that rank's sequences, placement follows the live counts,
+// sequences never change dp rank, and the step limits hold.
+TEST(SchedulerDp, KvAccountingStaysExactOverRandomRounds) {
+  for (int dp_size : {1, 2, 3}) {
+    SCOPED_TRACE("dp " + std::to_string(dp_size));
+    std::vector<BlockManager> managers(static_cast<size_t>(dp_size), BlockManager(8, 4));
+    std::vector<BlockManager*> pointers;
+    for (auto& m : managers) pointers.push_back(&m);
+    const SchedulerConfig config{.max_batch_tokens = 12, .max_seqs = 5};
+    Scheduler s(pointers, config);
+    std::mt19937 rng(1234u + static_cast<unsigned>(dp_size));
+    auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    std::vector<std::unique_ptr<Sequence>> seqs;
+    std::map<int64_t, size_t> target_len;  // by id: finish once the sequence has this many tokens
+    std::map<int64_t, int32_t> placed;     // by id: dp rank at add
+    int64_t finished = 0;
+
+    for (int round = 0; round < 400; ++round) {
+      if (round < 300 && uniform(0, 2) == 0) {
+        std::vector<int64_t> live(static_cast<size_t>(dp_size), 0);
+        for (const auto& q : seqs) {
+          if (!q->finished) ++live[static_cast<size_t>(q->dp)];
+        }
+        const auto least = static_cast<int32_t>(std::min_element(live.begin(), live.end()) - live.begin());
+        const int prompt = uniform(1, 14);
+        seqs.push_back(std::make_unique<Sequence>(make_seq(static_cast<int64_t>(seqs.size()), prompt)));
+        s.add(seqs.back().get());
+        EXPECT_EQ(seqs.back()->dp, least);
+        placed[seqs.back()->id] = seqs.back()->dp;
+        target_len[seqs.back()->id] = static_cast<size_t>(prompt + uniform(1, 16));
+      }
+      const auto chunks = s.schedule();
+      int64_t tokens = 0;
+      for (const auto& c : chunks) {
+        tokens += c.len;
+        EXPECT_GE(static_cast<int64_t>(c.seq->block_table.size()) * 4, c.start + c.len);
+      }
+      EXPECT_LE(tokens, config.max_batch_tokens);
+      EXPECT_LE(static_cast<int64_t>(chunks.size()), config.max_seqs);
+      complete(chunks);
+      for (const auto& c : chunks) {
+        if (c.seq->tokens.size() >= target_len[c.seq->id]) s.finish(c.seq);
+      }
+      // Cancel a random live sequence now and then, waiting or running.
+      if (uniform(0, 9) == 0 && !seqs.empty()) {
+        Sequence* q = seqs[static_cast<size_t>(uniform(0, static_cast<int>(seqs.size()) - 1))].get();
+        s.finish(q);
+      }
+      std::vector<std::vector<const std::vector<int32_t>*>> tables(static_cast<size_t>(dp_size));
+      std::vector<int64_t> live(static_cast<size_t>(dp_size), 0);
+      finished = 0;
+      for (const auto& q : seqs) {
+        ASSERT_EQ(q->dp, placed[q->id]) << "sequence " << q->id << " changed dp rank";
+        tables[static_cast<size_t>(q->dp)].push_back(&q->block_table);
+        if (q->finished) {
+          EXPECT_TRUE(q->block_table.empty());
+          ++finished;
+        } else {
+          ++live[static_cast<size_t>(q->dp)];
+        }
+      }
+      for (int32_t d = 0; d < dp_size; ++d) {
+        managers[static_cast<size_t>(d)].check_integrity(tables[static_cast<size_t>(d)]);
+        EXPECT_EQ(s.live(d), live[static_cast<size_t>(d)]);
+      }
+    }
+    // The rounds exercised what they are meant to.
+    EXPECT_GT(s.preemptions(), 0);
+    EXPECT_GT(finished, 20);
+  }
 }
 
 }  // namespace
