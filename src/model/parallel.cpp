@@ -61,7 +61,8 @@ void ModelComm::all_reduce(Communicator& c, float* x, int64_t n) {
   backend_.mark(Phase::communication);
   if (direct(c)) {
     if (c.device_memory()) backend_.synchronize();
-    return c.all_reduce_sum(x, n);
+    c.all_reduce_sum(x, n);
+    return c.wait();
   }
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   auto* h = static_cast<float*>(stage(0, bytes));
@@ -75,7 +76,8 @@ void ModelComm::all_gather(Communicator& c, const float* send, float* recv, int6
   const size_t bytes = static_cast<size_t>(count) * sizeof(float);
   if (direct(c)) {
     if (c.device_memory()) backend_.synchronize();
-    return c.all_gather(send, recv, count, DType::f32);
+    c.all_gather(send, recv, count, DType::f32);
+    return c.wait();
   }
   void* hs = stage(0, bytes);
   void* hr = stage(1, bytes * static_cast<size_t>(c.size()));
@@ -98,7 +100,8 @@ void ModelComm::all_to_all_v(Communicator& c, const void* send, std::span<const 
   const size_t rbytes = static_cast<size_t>(rd[n - 1] + recv_counts[n - 1]) * esize;
   if (direct(c)) {
     if (c.device_memory()) backend_.synchronize();
-    return c.all_to_all_v(send, send_counts, sd, recv, recv_counts, rd, dtype);
+    c.all_to_all_v(send, send_counts, sd, recv, recv_counts, rd, dtype);
+    return c.wait();
   }
   void* hs = stage(0, std::max<size_t>(sbytes, 1));
   void* hr = stage(1, std::max<size_t>(rbytes, 1));
@@ -111,7 +114,17 @@ std::vector<int64_t> ModelComm::exchange_counts(Communicator& c, const std::vect
   const auto n = static_cast<size_t>(c.size());
   SY_CHECK(send.size() == n, "exchange_counts: {} counts for {} ranks", send.size(), n);
   std::vector<int64_t> all(n * n);
-  c.all_gather(send.data(), all.data(), static_cast<int64_t>(n), DType::i64);
+  if (c.device_memory()) {  // through device memory for a device communicator
+    const size_t bytes = (n + n * n) * sizeof(int64_t);
+    if (!counts_ || counts_->size() < bytes) counts_ = backend_.alloc(bytes);
+    auto* dev = counts_->as<int64_t>();
+    backend_.copy_to_device(dev, send.data(), n * sizeof(int64_t));
+    c.all_gather(dev, dev + n, static_cast<int64_t>(n), DType::i64);
+    c.wait();
+    backend_.copy_to_host(all.data(), dev + n, n * n * sizeof(int64_t));
+  } else {
+    c.all_gather(send.data(), all.data(), static_cast<int64_t>(n), DType::i64);
+  }
   std::vector<int64_t> recv(n);
   for (size_t r = 0; r < n; ++r) recv[r] = all[r * n + static_cast<size_t>(c.rank())];
   return recv;
@@ -122,7 +135,8 @@ void ModelComm::send(Communicator& c, const void* x, int64_t n, DType dtype, int
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
   if (direct(c)) {
     if (c.device_memory()) backend_.synchronize();
-    return c.send(x, n, dtype, dest);
+    c.send(x, n, dtype, dest);
+    return c.wait();
   }
   void* h = stage(0, bytes);
   backend_.copy_to_host(h, x, bytes);
@@ -132,7 +146,11 @@ void ModelComm::send(Communicator& c, const void* x, int64_t n, DType dtype, int
 void ModelComm::recv(Communicator& c, void* x, int64_t n, DType dtype, int source) {
   backend_.mark(Phase::communication);
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
-  if (direct(c)) return c.recv(x, n, dtype, source);
+  if (direct(c)) {
+    if (c.device_memory()) backend_.synchronize();
+    c.recv(x, n, dtype, source);
+    return c.wait();
+  }
   void* h = stage(0, bytes);
   c.recv(h, n, dtype, source);
   backend_.copy_to_device(x, h, bytes);

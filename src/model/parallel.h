@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -47,7 +48,9 @@ struct ShardPlan {
 ShardPlan make_shard_plan(const ParallelGroups* groups, int64_t n_layers);
 
 // Collectives over backend memory: a host-memory communicator (MPI) with device memory goes through
-// host staging; the CPU backend's memory is host memory and goes straight through. Every call is a
+// host staging; the CPU backend's memory is host memory and goes straight through; a device-memory
+// communicator (NCCL) runs after the backend's queued work and is waited for (Communicator::wait), so
+// its results are ready for the ops issued next. Every call is a
 // phase of its own (Phase::communication) and restores no phase: the caller marks the next one.
 class ModelComm {
  public:
@@ -68,6 +71,7 @@ class ModelComm {
   void* stage(size_t i, size_t bytes);
   Backend& backend_;
   std::vector<std::vector<char>> host_;
+  std::unique_ptr<DeviceBuffer> counts_;
 };
 
 }  // namespace sy

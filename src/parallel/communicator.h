@@ -24,6 +24,9 @@ class Communicator {
   virtual int size() const = 0;
   // Whether buffers are device memory (NCCL) rather than host memory (single rank, MPI).
   virtual bool device_memory() const { return false; }
+  // Blocks until every operation this rank issued here has completed (NCCL enqueues on its stream; the
+  // host implementations complete each call before returning, so this is a no-op for them).
+  virtual void wait() {}
 
   // In place: data[i] = sum over ranks of data[i].
   void all_reduce_sum(float* data, int64_t count);

@@ -83,6 +83,7 @@ class NcclCommunicator final : public Communicator {
   // Blocks until stream() is idle. Throws (and aborts the communicator) when NCCL reports an
   // asynchronous error or the wait exceeds NcclOptions::wait_timeout. Not collective.
   void synchronize();
+  void wait() override { synchronize(); }
 
  protected:
   void all_reduce_sum_impl(float* data, int64_t count) override;
