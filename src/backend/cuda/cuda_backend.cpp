@@ -252,7 +252,7 @@ class CudaBackend final : public Backend {
     cuda::scatter_add_rows(dst, rows, weights, src, n, dim, stream_);
   }
   bool moe_experts_async(const MoeExpertsCall& c) const override {
-    return c.tokens * c.top_k <= kSmallBatchPairs && cuda::moe_small_batch_supported(c.hidden, c.inter);
+    return small_batch(c) || cuda::moe_grouped_supported(c.hidden, c.inter, c.n_experts);
   }
 
   bool can_capture() const override { return !profiling_; }
@@ -285,28 +285,50 @@ class CudaBackend final : public Backend {
   }
   uint64_t generation() const override { return scratch_.generation(); }
 
-  // Few (token, expert) pairs: GEMVs over each pair's weights with no host round trip. Many: grouped
-  // GEMMs per expert (each expert's weights read once for all its tokens).
+  // Few (token, expert) pairs: GEMVs over each pair's weights. Many: a device-side permutation by
+  // expert and grouped tensor-core GEMMs (each touched expert's weights read once per column block).
+  // Neither makes a host round trip; shapes neither supports take the portable GroupedMoe.
   void moe_experts(const MoeExpertsCall& c) override {
     const int64_t pairs = c.tokens * c.top_k;
-    if (pairs > kSmallBatchPairs || !cuda::moe_small_batch_supported(c.hidden, c.inter)) {
+    if (small_batch(c)) {
+      mark(Phase::experts);
+      float* act = scratch_.get<float>(kMoeAct, pairs * c.inter);
+      float* y = scratch_.get<float>(kMoeY, pairs * c.hidden);
+      return cuda::moe_small_batch({.x = c.x, .expert_ids = c.expert_ids, .weights = c.weights,
+                                    .gate_up = bf(c.gate_up), .down = bf(c.down), .act = act, .y = y, .out = c.out,
+                                    .tokens = c.tokens, .hidden = c.hidden, .inter = c.inter, .top_k = c.top_k},
+                                   stream_);
+    }
+    if (!cuda::moe_grouped_supported(c.hidden, c.inter, c.n_experts) || !aligned16(c.gate_up) ||
+        !aligned16(c.down)) {
       return grouped_moe_.run(c);
     }
+    if (pairs == 0) return;
+    int32_t* route = scratch_.get<int32_t>(kMoeRoute, cuda::moe_grouped_route_ints(pairs, c.n_experts));
+    const cuda::MoeGroupedParams p{.x = c.x, .expert_ids = c.expert_ids, .weights = c.weights,
+                                   .gate_up = bf(c.gate_up), .down = bf(c.down), .out = c.out,
+                                   .route = cuda::moe_grouped_route_at(route, pairs, c.n_experts),
+                                   .x_bf16 = scratch_.get<bf16_bits>(kMoeXBf16, c.tokens * c.hidden),
+                                   .act = scratch_.get<bf16_bits>(kMoeActBf16, pairs * c.inter),
+                                   .y = scratch_.get<float>(kMoeY, pairs * c.hidden), .tokens = c.tokens,
+                                   .hidden = c.hidden, .inter = c.inter, .n_experts = c.n_experts, .top_k = c.top_k};
+    mark(Phase::router);
+    cuda::moe_grouped_dispatch(p, stream_);
     mark(Phase::experts);
-    float* act = scratch_.get<float>(kMoeAct, pairs * c.inter);
-    float* y = scratch_.get<float>(kMoeY, pairs * c.hidden);
-    cuda::moe_small_batch({.x = c.x, .expert_ids = c.expert_ids, .weights = c.weights, .gate_up = bf(c.gate_up),
-                           .down = bf(c.down), .act = act, .y = y, .out = c.out, .tokens = c.tokens,
-                           .hidden = c.hidden, .inter = c.inter, .top_k = c.top_k},
-                          stream_);
+    cuda::moe_grouped_gemms(p, stream_);
+    mark(Phase::combine);
+    cuda::moe_grouped_combine(p, stream_);
   }
 
  private:
   static constexpr int64_t kSmallBatchPairs = 128;
+  static bool small_batch(const MoeExpertsCall& c) {
+    return c.tokens * c.top_k <= kSmallBatchPairs && cuda::moe_small_batch_supported(c.hidden, c.inter);
+  }
 
-  // Slots of scratch_: the bf16 copy of a matrix-product input, the expert GEMVs' intermediates and
+  // Slots of scratch_: the bf16 copy of a matrix-product input, the expert paths' intermediates and
   // the split attention's partials.
-  enum ScratchSlot : int { kXBf16 = 0, kMoeAct, kMoeY, kSplitM, kSplitL, kSplitAcc };
+  enum ScratchSlot : int { kXBf16 = 0, kMoeAct, kMoeY, kSplitM, kSplitL, kSplitAcc, kMoeRoute, kMoeXBf16, kMoeActBf16 };
 
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;

@@ -101,6 +101,38 @@ struct MoeSmallBatchParams {
 bool moe_small_batch_supported(int64_t hidden, int64_t inter);
 void moe_small_batch(const MoeSmallBatchParams& p, cudaStream_t s);
 
+// Routed experts for many pairs (moe_grouped.cu), with no host round trip: dispatch (route table and
+// x in bf16), grouped tensor-core GEMMs for gate_up (SiLU·mul fused) and down, then the combine.
+// Needs hidden and inter multiples of 8, 1 <= n_experts <= 1024, and 16-byte aligned weights.
+struct GroupedRoute {
+  int32_t* row_pair;     // [pairs] pair (t·top_k + k) of each row; rows grouped by expert, pairs in order
+  int32_t* tile_expert;  // [max_tiles] expert of each BM-row tile, -1 past the last real tile
+  int32_t* tile_row0;    // [max_tiles] first row of each tile
+  int32_t* tile_rows;    // [max_tiles] rows in each tile (<= BM)
+};
+struct MoeGroupedParams {
+  const float* x;             // [tokens, hidden]
+  const int32_t* expert_ids;  // [tokens, top_k]
+  const float* weights;       // [tokens, top_k]
+  const bf16_bits* gate_up;   // [n_experts, 2 * inter, hidden]
+  const bf16_bits* down;      // [n_experts, hidden, inter]
+  float* out;                 // [tokens, hidden]
+  GroupedRoute route;         // scratch, moe_grouped_route_ints() ints laid out by moe_grouped_route_at()
+  bf16_bits* x_bf16;          // scratch [tokens, hidden]
+  bf16_bits* act;             // scratch [tokens * top_k, inter], SiLU(gate)·up by row
+  float* y;                   // scratch [tokens * top_k, hidden], expert output by pair
+  int64_t tokens, hidden, inter, n_experts, top_k;
+};
+bool moe_grouped_supported(int64_t hidden, int64_t inter, int64_t n_experts);
+// Rows per m-tile for this many pairs over n_experts (16, 64 or 128): a function of sizes only, so
+// that launch shapes do not depend on the routing.
+int moe_grouped_tile_m(int64_t pairs, int64_t n_experts);
+int64_t moe_grouped_route_ints(int64_t pairs, int64_t n_experts);
+GroupedRoute moe_grouped_route_at(int32_t* base, int64_t pairs, int64_t n_experts);
+void moe_grouped_dispatch(const MoeGroupedParams& p, cudaStream_t s);
+void moe_grouped_gemms(const MoeGroupedParams& p, cudaStream_t s);
+void moe_grouped_combine(const MoeGroupedParams& p, cudaStream_t s);
+
 void softmax_topk(const float* logits, int32_t* expert_ids, float* weights, int64_t tokens, int64_t n_experts,
                   int64_t top_k, bool renormalize, cudaStream_t s);
 void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim, cudaStream_t s);

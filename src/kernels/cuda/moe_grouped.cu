@@ -1,0 +1,433 @@
+// Routed experts for many (token, expert) pairs, device-only and capturable: a one-block dispatch
+// (pairs counted per expert, prefix offsets, a stable permutation and the m-tile table), grouped
+// GEMMs over experts on tensor cores (mma.sync m16n8k16 bf16, fp32 accumulation, cp.async pipeline)
+// for gate_up with SiLU·mul in the epilogue and for down, then a fixed-order weighted combine.
+// Launch shapes depend on (pairs, n_experts) only: grids are sized by the bound
+// Σ_e ceil(m_e / BM) <= ceil(pairs / BM) + n_experts and CTAs past the real tiles exit.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "kernels/cuda/device_utils.cuh"
+
+namespace sy::cuda {
+
+namespace {
+
+constexpr int kBN = 128;  // output columns per CTA (gate_up: 64 gate + the 64 matching up columns)
+constexpr int kBK = 64;   // k per pipeline stage: 8 chunks of 16 bytes per smem row, XOR-swizzled
+constexpr int kWarpsN = 4;
+constexpr int kMaxExperts = 1024;
+
+// ---- dispatch -------------------------------------------------------------------------------------
+
+struct RouteArgs {
+  const int32_t* expert_ids;  // [pairs]
+  int64_t pairs;
+  int n_experts, tile_m, max_tiles;
+  GroupedRoute route;
+};
+
+// One block of 32·NW threads; warp w owns the pairs [w·seg, (w+1)·seg). Pass 1 counts each warp's
+// pairs per expert, then the counts become each warp's first row within the expert's segment, so
+// that pass 2 places pairs stably (pair order within each expert) with no atomics. Pairs whose expert
+// id is out of range get no row (the combine skips them).
+__global__ void moe_route_kernel(RouteArgs a) {
+  extern __shared__ int sm[];
+  const int E = a.n_experts, NW = static_cast<int>(blockDim.x / 32);
+  int* cnt = sm;                   // [NW][E]: pass-1 counts, then the next free row of (warp, expert)
+  int* rows = cnt + NW * E;        // [E] rows of each expert
+  int* first_row = rows + E;       // [E]
+  int* first_tile = first_row + E; // [E]
+  __shared__ int total_tiles;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  for (int i = tid; i < NW * E; i += blockDim.x) cnt[i] = 0;
+  __syncthreads();
+
+  const int64_t seg = (a.pairs + NW - 1) / NW;
+  const int64_t begin = warp * seg, end = min(a.pairs, begin + seg);
+  const auto expert_of = [&](int64_t p) {
+    if (p >= end) return -1;
+    const int e = a.expert_ids[p];
+    return e >= 0 && e < E ? e : -1;
+  };
+  for (int64_t base = begin; base < end; base += 32) {
+    const int e = expert_of(base + lane);
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    if (e >= 0 && lane == __ffs(peers) - 1) cnt[warp * E + e] += __popc(peers);
+    __syncwarp();
+  }
+  __syncthreads();
+  for (int e = tid; e < E; e += blockDim.x) {
+    int s = 0;
+    for (int w = 0; w < NW; ++w) {
+      const int c = cnt[w * E + e];
+      cnt[w * E + e] = s;
+      s += c;
+    }
+    rows[e] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {  // exclusive scans of rows and m-tiles over experts: E/32 per lane, then across lanes
+    const int per = (E + 31) / 32, e0 = min(E, lane * per), e1 = min(E, e0 + per);
+    int r_own = 0, t_own = 0;
+    for (int e = e0; e < e1; ++e) {
+      r_own += rows[e];
+      t_own += (rows[e] + a.tile_m - 1) / a.tile_m;
+    }
+    int r_inc = r_own, t_inc = t_own;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int r = __shfl_up_sync(0xffffffffu, r_inc, o), t = __shfl_up_sync(0xffffffffu, t_inc, o);
+      if (lane >= o) {
+        r_inc += r;
+        t_inc += t;
+      }
+    }
+    int r = r_inc - r_own, t = t_inc - t_own;
+    for (int e = e0; e < e1; ++e) {
+      first_row[e] = r;
+      first_tile[e] = t;
+      r += rows[e];
+      t += (rows[e] + a.tile_m - 1) / a.tile_m;
+    }
+    if (lane == 31) total_tiles = t_inc;
+  }
+  __syncthreads();
+  for (int e = tid; e < E; e += blockDim.x) {
+    for (int w = 0; w < NW; ++w) cnt[w * E + e] += first_row[e];
+    for (int j = 0; j * a.tile_m < rows[e]; ++j) {
+      const int g = first_tile[e] + j;
+      a.route.tile_expert[g] = e;
+      a.route.tile_row0[g] = first_row[e] + j * a.tile_m;
+      a.route.tile_rows[g] = min(a.tile_m, rows[e] - j * a.tile_m);
+    }
+  }
+  for (int g = total_tiles + tid; g < a.max_tiles; g += blockDim.x) a.route.tile_expert[g] = -1;
+  __syncthreads();
+  for (int64_t base = begin; base < end; base += 32) {
+    const int e = expert_of(base + lane);
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    if (e >= 0) {
+      const int rank = __popc(peers & ((1u << lane) - 1u));
+      a.route.row_pair[cnt[warp * E + e] + rank] = static_cast<int32_t>(base + lane);
+    }
+    __syncwarp();
+    if (e >= 0 && lane == __ffs(peers) - 1) cnt[warp * E + e] += __popc(peers);
+    __syncwarp();
+  }
+}
+
+// ---- grouped GEMM ---------------------------------------------------------------------------------
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Element offset of 16-byte chunk c of row r in a [rows][kBK] bf16 tile: chunks XOR-swizzled by the
+// row's low bits, so that cp.async writes and ldmatrix reads of 8 rows hit 8 different bank groups.
+__device__ __forceinline__ int swizzle(int r, int c) { return r * kBK + ((c ^ (r & 7)) * 8); }
+
+struct GemmArgs {
+  const bf16_bits* a;  // gate_up: x in bf16 [tokens, k] (row r reads token row_pair[r] / top_k);
+                       // down: act [pairs, k] by row
+  const bf16_bits* w;  // gate_up [n_experts, 2 * n_out, k] (gate rows, then up rows); down [n_experts, n_out, k]
+  GroupedRoute route;
+  void* out;           // gate_up: bf16 act [pairs, n_out] by row; down: fp32 y [pairs, n_out] by pair
+  int64_t k, n_out, top_k;
+};
+
+// CTA (m-tile blockIdx.x, column block blockIdx.y) of a grouped GEMM; BM rows of one expert × kBN
+// columns, WARPS_M × kWarpsN warps of (BM / WARPS_M) × 32. With kGateUp the CTA's B tile is 64 gate
+// rows then the 64 matching up rows, and each warp holds 16 gate and the same 16 up columns, so that
+// SiLU(gate)·up is formed in registers and stored as bf16.
+template <int BM, int WARPS_M, int STAGES, int MIN_CTAS, bool kGateUp>
+__global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_kernel(GemmArgs g) {
+  constexpr int kThreads = WARPS_M * kWarpsN * 32;
+  constexpr int WM = BM / WARPS_M, WN = kBN / kWarpsN, MT = WM / 16, NT = WN / 8;
+  constexpr int kAIters = BM * 8 / kThreads, kBIters = kBN * 8 / kThreads;
+  constexpr int kStageElems = (BM + kBN) * kBK;
+  static_assert(WM % 16 == 0 && NT % 4 == 0 && kAIters >= 1 && BM * 8 % kThreads == 0 && kBN * 8 % kThreads == 0);
+
+  const int tile = static_cast<int>(blockIdx.x);
+  const int e = g.route.tile_expert[tile];
+  if (e < 0) return;  // past the real tiles (uniform across the CTA)
+  const int row0 = g.route.tile_row0[tile], rows = g.route.tile_rows[tile];
+  const int nb = static_cast<int>(blockIdx.y);
+  extern __shared__ __align__(16) bf16_bits smem[];  // [STAGES][(BM + kBN) * kBK]
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int wm = warp / kWarpsN, wn = warp % kWarpsN;
+
+  // This thread's 16-byte chunks: column chunk c (the same for every iteration, kThreads % 8 == 0)
+  // of A rows and B rows fixed for the whole k loop.
+  const int c = tid & 7;
+  const bf16_bits* a_src[kAIters];
+  bool a_ok[kAIters];
+  int a_dst[kAIters];
+#pragma unroll
+  for (int i = 0; i < kAIters; ++i) {
+    const int r = (tid + i * kThreads) >> 3;
+    a_ok[i] = r < rows;
+    int64_t arow = 0;
+    if (a_ok[i]) arow = kGateUp ? g.route.row_pair[row0 + r] / g.top_k : row0 + r;
+    a_src[i] = g.a + arow * g.k + c * 8;
+    a_dst[i] = swizzle(r, c);
+  }
+  const int64_t w_rows = kGateUp ? 2 * g.n_out : g.n_out;
+  const bf16_bits* w_e = g.w + static_cast<int64_t>(e) * w_rows * g.k;
+  const bf16_bits* b_src[kBIters];
+  bool b_ok[kBIters];
+  int b_dst[kBIters];
+#pragma unroll
+  for (int i = 0; i < kBIters; ++i) {
+    const int n = (tid + i * kThreads) >> 3;
+    int64_t col, wrow;
+    if constexpr (kGateUp) {
+      col = static_cast<int64_t>(nb) * (kBN / 2) + n % (kBN / 2);
+      wrow = (n < kBN / 2 ? 0 : g.n_out) + col;
+    } else {
+      col = static_cast<int64_t>(nb) * kBN + n;
+      wrow = col;
+    }
+    b_ok[i] = col < g.n_out;
+    b_src[i] = w_e + (b_ok[i] ? wrow : 0) * g.k + c * 8;
+    b_dst[i] = BM * kBK + swizzle(n, c);
+  }
+  const auto load_stage = [&](int stage, int kt) {
+    const int64_t k0 = static_cast<int64_t>(kt) * kBK;
+    const bool k_ok = k0 + c * 8 < g.k;  // k % 8 == 0: a chunk is all in or all out
+    bf16_bits* st = smem + stage * kStageElems;
+#pragma unroll
+    for (int i = 0; i < kAIters; ++i) {
+      const bool ok = a_ok[i] && k_ok;
+      cp_async16(st + a_dst[i], ok ? a_src[i] + k0 : g.a, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < kBIters; ++i) {
+      const bool ok = b_ok[i] && k_ok;
+      cp_async16(st + b_dst[i], ok ? b_src[i] + k0 : g.w, ok);
+    }
+  };
+  // B row (within the CTA tile) of the warp's n8 tile j.
+  const auto b_row = [&](int j) {
+    if constexpr (kGateUp) {
+      return j < NT / 2 ? wn * (WN / 2) + j * 8 : kBN / 2 + wn * (WN / 2) + (j - NT / 2) * 8;
+    } else {
+      return wn * WN + j * 8;
+    }
+  };
+
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[mt][j][q] = 0.0f;
+
+  const int KT = static_cast<int>((g.k + kBK - 1) / kBK);
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) load_stage(s, s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < KT; ++kt) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();  // stage kt has landed for everyone, and everyone is done with stage kt - 1
+    if (kt + STAGES - 1 < KT) load_stage((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
+    cp_async_commit();
+    const bf16_bits* As = smem + (kt % STAGES) * kStageElems;
+    const bf16_bits* Bs = As + BM * kBK;
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      uint32_t af[MT][4], bfr[NT][2];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int r = wm * WM + mt * 16 + (lane & 15);
+        ldmatrix_x4(af[mt], As + swizzle(r, kk * 2 + (lane >> 4)));
+      }
+#pragma unroll
+      for (int p = 0; p < NT / 2; ++p) {
+        const int n = b_row(2 * p) + (lane & 7) + ((lane >> 4) << 3);
+        uint32_t r[4];
+        ldmatrix_x4(r, Bs + swizzle(n, kk * 2 + ((lane >> 3) & 1)));
+        bfr[2 * p][0] = r[0];
+        bfr[2 * p][1] = r[1];
+        bfr[2 * p + 1][0] = r[2];
+        bfr[2 * p + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) mma_bf16(acc[mt][j], af[mt], bfr[j][0], bfr[j][1]);
+    }
+  }
+  cp_async_wait<0>();
+
+  // Accumulator q of n8 tile j: row (lane / 4) + 8 · (q / 2), column 2 · (lane % 4) + q % 2.
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wm * WM + mt * 16 + (lane >> 2) + h * 8;
+      if (r >= rows) continue;
+      const int64_t row = row0 + r;
+      if constexpr (kGateUp) {
+        bf16_bits* act = static_cast<bf16_bits*>(g.out);
+#pragma unroll
+        for (int j = 0; j < NT / 2; ++j) {
+          const int64_t col = static_cast<int64_t>(nb) * (kBN / 2) + wn * (WN / 2) + j * 8 + (lane & 3) * 2;
+          if (col >= g.n_out) continue;
+          float v[2];
+#pragma unroll
+          for (int q = 0; q < 2; ++q) {
+            const float gate = acc[mt][j][2 * h + q], up = acc[mt][j + NT / 2][2 * h + q];
+            v[q] = gate / (1.0f + __expf(-gate)) * up;
+          }
+          *reinterpret_cast<__nv_bfloat162*>(act + row * g.n_out + col) = __floats2bfloat162_rn(v[0], v[1]);
+        }
+      } else {
+        float* y = static_cast<float*>(g.out) + static_cast<int64_t>(g.route.row_pair[row]) * g.n_out;
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          const int64_t col = static_cast<int64_t>(nb) * kBN + wn * WN + j * 8 + (lane & 3) * 2;
+          if (col >= g.n_out) continue;
+          *reinterpret_cast<float2*>(y + col) = make_float2(acc[mt][j][2 * h], acc[mt][j][2 * h + 1]);
+        }
+      }
+    }
+  }
+}
+
+// ---- combine --------------------------------------------------------------------------------------
+
+// out[t, j] = Σ_k weights[t, k] · y[t·K + k, j], k in order (no atomics: the same sum every run).
+__global__ void moe_grouped_combine_kernel(MoeGroupedParams p) {
+  const int64_t quads = p.hidden / 4;
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= p.tokens * quads) return;
+  const int64_t t = i / quads, j = i % quads;
+  float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int64_t k = 0; k < p.top_k; ++k) {
+    const int64_t pair = t * p.top_k + k;
+    const int e = p.expert_ids[pair];
+    if (e < 0 || e >= p.n_experts) continue;
+    const float w = p.weights[pair];
+    const float4 v = reinterpret_cast<const float4*>(p.y + pair * p.hidden)[j];
+    s.x += w * v.x;
+    s.y += w * v.y;
+    s.z += w * v.z;
+    s.w += w * v.w;
+  }
+  reinterpret_cast<float4*>(p.out + t * p.hidden)[j] = s;
+}
+
+// Tile configurations by expected rows per expert: decode-sized groups stream the weights through
+// 16-row tiles (3 CTAs per SM); prefill-sized ones use 64- or 128-row tiles for tensor-core rate.
+// MIN_CTAS per SM caps the registers so that the shared memory, not the registers, sets occupancy.
+template <int BM, int WARPS_M, int STAGES, int MIN_CTAS>
+struct TileConfig {
+  static constexpr int kBM = BM, kThreads = WARPS_M * kWarpsN * 32;
+  static constexpr size_t kSmem = size_t(STAGES) * (BM + kBN) * kBK * sizeof(bf16_bits);
+  template <bool kGateUp>
+  static void launch(const GemmArgs& g, int64_t max_tiles, int64_t col_blocks, cudaStream_t s, const char* name) {
+    const auto kernel = grouped_gemm_kernel<BM, WARPS_M, STAGES, MIN_CTAS, kGateUp>;
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)),
+               "cudaFuncSetAttribute(grouped_gemm)");
+    kernel<<<dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(col_blocks)), kThreads, kSmem, s>>>(g);
+    check_launch(name);
+  }
+};
+using SmallTiles = TileConfig<16, 1, 4, 3>;
+using MediumTiles = TileConfig<64, 2, 4, 2>;
+using LargeTiles = TileConfig<128, 2, 3, 2>;
+
+int64_t max_tiles(int64_t pairs, int64_t n_experts, int tile_m) { return (pairs + tile_m - 1) / tile_m + n_experts; }
+
+template <typename Config>
+void run_gemms(const MoeGroupedParams& p, cudaStream_t s) {
+  const int64_t pairs = p.tokens * p.top_k, tiles = max_tiles(pairs, p.n_experts, Config::kBM);
+  Config::template launch<true>({.a = p.x_bf16, .w = p.gate_up, .route = p.route, .out = p.act, .k = p.hidden,
+                                 .n_out = p.inter, .top_k = p.top_k},
+                                tiles, (p.inter + kBN / 2 - 1) / (kBN / 2), s, "grouped_gemm(gate_up)");
+  Config::template launch<false>({.a = p.act, .w = p.down, .route = p.route, .out = p.y, .k = p.inter,
+                                  .n_out = p.hidden, .top_k = p.top_k},
+                                 tiles, (p.hidden + kBN - 1) / kBN, s, "grouped_gemm(down)");
+}
+
+}  // namespace
+
+bool moe_grouped_supported(int64_t hidden, int64_t inter, int64_t n_experts) {
+  return hidden % 8 == 0 && inter % 8 == 0 && n_experts >= 1 && n_experts <= kMaxExperts;
+}
+
+int moe_grouped_tile_m(int64_t pairs, int64_t n_experts) {
+  const int64_t per_expert = pairs / std::max<int64_t>(1, n_experts);
+  return per_expert <= 24 ? SmallTiles::kBM : per_expert <= 96 ? MediumTiles::kBM : LargeTiles::kBM;
+}
+
+int64_t moe_grouped_route_ints(int64_t pairs, int64_t n_experts) {
+  return pairs + 3 * max_tiles(pairs, n_experts, moe_grouped_tile_m(pairs, n_experts));
+}
+
+GroupedRoute moe_grouped_route_at(int32_t* base, int64_t pairs, int64_t n_experts) {
+  const int64_t tiles = max_tiles(pairs, n_experts, moe_grouped_tile_m(pairs, n_experts));
+  return {.row_pair = base, .tile_expert = base + pairs, .tile_row0 = base + pairs + tiles,
+          .tile_rows = base + pairs + 2 * tiles};
+}
+
+void moe_grouped_dispatch(const MoeGroupedParams& p, cudaStream_t s) {
+  const int64_t pairs = p.tokens * p.top_k;
+  if (pairs == 0) return;
+  check_supported(moe_grouped_supported(p.hidden, p.inter, p.n_experts),
+                  "moe_grouped: needs hidden and inter multiples of 8 and 1 <= n_experts <= 1024");
+  const int tile_m = moe_grouped_tile_m(pairs, p.n_experts);
+  const int warps = p.n_experts <= 256 ? 32 : 8;
+  const auto E = static_cast<int>(p.n_experts);
+  const size_t smem = static_cast<size_t>(warps * E + 3 * E) * sizeof(int);
+  moe_route_kernel<<<1, warps * 32, smem, s>>>({.expert_ids = p.expert_ids, .pairs = pairs, .n_experts = E,
+                                                .tile_m = tile_m,
+                                                .max_tiles = static_cast<int>(max_tiles(pairs, E, tile_m)),
+                                                .route = p.route});
+  check_launch("moe_route");
+  f32_to_bf16(p.x, p.x_bf16, p.tokens * p.hidden, s);
+}
+
+void moe_grouped_gemms(const MoeGroupedParams& p, cudaStream_t s) {
+  const int64_t pairs = p.tokens * p.top_k;
+  if (pairs == 0) return;
+  switch (moe_grouped_tile_m(pairs, p.n_experts)) {
+    case SmallTiles::kBM:
+      return run_gemms<SmallTiles>(p, s);
+    case MediumTiles::kBM:
+      return run_gemms<MediumTiles>(p, s);
+    default:
+      return run_gemms<LargeTiles>(p, s);
+  }
+}
+
+void moe_grouped_combine(const MoeGroupedParams& p, cudaStream_t s) {
+  const int64_t n = p.tokens * p.hidden / 4;
+  if (n == 0) return;
+  moe_grouped_combine_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(p);
+  check_launch("moe_grouped_combine");
+}
+
+}  // namespace sy::cuda
