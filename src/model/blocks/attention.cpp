@@ -37,15 +37,28 @@ GqaAttentionWeights bind_gqa_attention(WeightLoader& loader, const std::string& 
   const Slice q_rows = split ? Slice{.dim = 0, .start = sh.head0 * d, .count = sh.local.n_heads * d} : Slice{};
   const Slice kv_rows = split ? Slice{.dim = 0, .start = sh.kv_head0 * d, .count = sh.local.kv_heads * d} : Slice{};
   const Slice o_cols = split ? Slice{.dim = 1, .start = sh.head0 * d, .count = sh.local.n_heads * d} : Slice{};
+  const int64_t lq = sh.local.n_heads * d, lkv = sh.local.kv_heads * d;
   GqaAttentionWeights w;
-  w.q_proj = loader.bind(prefix + "q_proj.weight", {q_dim, c.hidden}, WeightInit::normal, q_rows);
-  w.k_proj = loader.bind(prefix + "k_proj.weight", {kv_dim, c.hidden}, WeightInit::normal, kv_rows);
-  w.v_proj = loader.bind(prefix + "v_proj.weight", {kv_dim, c.hidden}, WeightInit::normal, kv_rows);
+  void* qkv = loader.allocate((lq + 2 * lkv) * c.hidden);
+  loader.load_into(prefix + "q_proj.weight", {q_dim, c.hidden}, qkv, WeightInit::normal, q_rows);
+  loader.load_into(prefix + "k_proj.weight", {kv_dim, c.hidden}, loader.at(qkv, lq * c.hidden), WeightInit::normal,
+                   kv_rows);
+  loader.load_into(prefix + "v_proj.weight", {kv_dim, c.hidden}, loader.at(qkv, (lq + lkv) * c.hidden),
+                   WeightInit::normal, kv_rows);
+  w.qkv = qkv;
+  w.q_proj = qkv;
+  w.k_proj = loader.at(qkv, lq * c.hidden);
+  w.v_proj = loader.at(qkv, (lq + lkv) * c.hidden);
   w.o_proj = loader.bind(prefix + "o_proj.weight", {c.hidden, q_dim}, WeightInit::normal, o_cols);
   if (c.qkv_bias) {
-    w.q_bias = loader.bind(prefix + "q_proj.bias", {q_dim}, WeightInit::zeros, q_rows);
-    w.k_bias = loader.bind(prefix + "k_proj.bias", {kv_dim}, WeightInit::zeros, kv_rows);
-    w.v_bias = loader.bind(prefix + "v_proj.bias", {kv_dim}, WeightInit::zeros, kv_rows);
+    void* bias = loader.allocate(lq + 2 * lkv);
+    loader.load_into(prefix + "q_proj.bias", {q_dim}, bias, WeightInit::zeros, q_rows);
+    loader.load_into(prefix + "k_proj.bias", {kv_dim}, loader.at(bias, lq), WeightInit::zeros, kv_rows);
+    loader.load_into(prefix + "v_proj.bias", {kv_dim}, loader.at(bias, lq + lkv), WeightInit::zeros, kv_rows);
+    w.qkv_bias = bias;
+    w.q_bias = bias;
+    w.k_bias = loader.at(bias, lq);
+    w.v_bias = loader.at(bias, lq + lkv);
   }
   if (c.o_bias) {
     w.o_bias = loader.bind(prefix + "o_proj.bias", {c.hidden}, WeightInit::zeros);
@@ -64,13 +77,18 @@ void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaA
   Backend& be = *step.backend;
   be.mark(Phase::attention);
   const int64_t T = step.tokens, q_dim = c.n_heads * c.head_dim, kv_dim = c.kv_heads * c.head_dim;
-  float* q = scratch.get<float>(kQ, T * q_dim);
-  float* k = scratch.get<float>(kK, T * kv_dim);
-  float* v = scratch.get<float>(kV, T * kv_dim);
+  // One token: q, k and v are the segments of one product over the stacked weights.
+  float* q = scratch.get<float>(kQ, T == 1 ? q_dim + 2 * kv_dim : T * q_dim);
+  float* k = T == 1 ? q + q_dim : scratch.get<float>(kK, T * kv_dim);
+  float* v = T == 1 ? k + kv_dim : scratch.get<float>(kV, T * kv_dim);
   float* attn = scratch.get<float>(kAttn, T * q_dim);
-  be.linear(x, w.q_proj, w.q_bias, q, T, q_dim, c.hidden);
-  be.linear(x, w.k_proj, w.k_bias, k, T, kv_dim, c.hidden);
-  be.linear(x, w.v_proj, w.v_bias, v, T, kv_dim, c.hidden);
+  if (T == 1) {
+    be.linear(x, w.qkv, w.qkv_bias, q, 1, q_dim + 2 * kv_dim, c.hidden);
+  } else {
+    be.linear(x, w.q_proj, w.q_bias, q, T, q_dim, c.hidden);
+    be.linear(x, w.k_proj, w.k_bias, k, T, kv_dim, c.hidden);
+    be.linear(x, w.v_proj, w.v_bias, v, T, kv_dim, c.hidden);
+  }
   if (c.qk_norm) {
     be.rms_norm(q, w.q_norm, q, T * c.n_heads, c.head_dim, c.qk_norm_eps);
     be.rms_norm(k, w.k_norm, k, T * c.kv_heads, c.head_dim, c.qk_norm_eps);
@@ -78,10 +96,15 @@ void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaA
   RopeArgs ra{.x = q, .positions = step.positions, .inv_freq = rope.inv_freq, .tokens = T, .heads = c.n_heads,
               .head_dim = c.head_dim, .rotary_dim = c.rotary_dim, .attention_scale = rope.attention_scale,
               .interleaved = c.rope_interleaved};
-  be.rope(ra);
-  ra.x = k;
-  ra.heads = c.kv_heads;
-  be.rope(ra);
+  if (T == 1) {  // q and k heads are adjacent: one pass
+    ra.heads = c.n_heads + c.kv_heads;
+    be.rope(ra);
+  } else {
+    be.rope(ra);
+    ra.x = k;
+    ra.heads = c.kv_heads;
+    be.rope(ra);
+  }
   be.kv_write({.k = k, .v = v, .slots = step.slots, .k_cache = k_cache, .v_cache = v_cache, .tokens = T,
                .kv_heads = c.kv_heads, .head_dim = c.head_dim, .v_head_dim = c.head_dim});
   be.paged_attention({.q = q, .k_cache = k_cache, .v_cache = v_cache, .block_tables = step.block_tables,

@@ -25,7 +25,11 @@ struct GqaAttentionConfig {
 };
 
 struct GqaAttentionWeights {
-  WeightPtr q_proj = nullptr;  // [n_heads * head_dim, hidden]
+  // q, k and v projections stacked in one allocation, [(n_heads + 2 kv_heads) * head_dim, hidden] (and
+  // their biases likewise), so that a one-token step reads them with a single matrix-vector product.
+  WeightPtr qkv = nullptr;
+  WeightPtr qkv_bias = nullptr;
+  WeightPtr q_proj = nullptr;  // [n_heads * head_dim, hidden], inside qkv
   WeightPtr k_proj = nullptr;  // [kv_heads * head_dim, hidden]
   WeightPtr v_proj = nullptr;  // [kv_heads * head_dim, hidden]
   WeightPtr o_proj = nullptr;  // [hidden, n_heads * head_dim]
