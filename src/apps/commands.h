@@ -4,15 +4,20 @@
 #include <CLI/CLI.hpp>
 #include <array>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "parallel/mapping.h"
+#include "planner/planner.h"
 
 namespace sy {
 
+class Launch;
+
 using CommandMain = std::function<int()>;
 
-CommandMain add_generate_command(CLI::App& app);
+// generate runs as one rank or as a rank of `launch` (which outlives the returned function).
+CommandMain add_generate_command(CLI::App& app, Launch& launch);
 CommandMain add_plan_command(CLI::App& app);
 CommandMain add_inspect_command(CLI::App& app);
 CommandMain add_bench_command(CLI::App& app);
@@ -34,9 +39,23 @@ struct LayoutFlags {
 };
 void add_layout_flags(CLI::App* cmd, LayoutFlags& flags);
 
+// What generate's layout is checked against.
+struct GenerateLayoutTarget {
+  std::string model_dir;
+  bool random_weights = false;  // size the weights from config.json
+  int64_t max_layers = 0;       // --layers
+  int64_t max_batch_tokens = 0;
+  int64_t kv_tokens = 0;   // KV tokens the run needs
+  int launched_ranks = 0;  // ranks of the mpirun launch this process is one of; 0: none (generate starts them)
+};
+
 // Every layout rule, run before generate reads any weight: a broken layout is refused with its rules and
-// alternatives, and a valid one of more than one rank is refused because this build runs one rank.
-void check_single_rank_layout(const LayoutFlags& flags, const std::string& model_dir, bool random_weights,
-                              int64_t max_layers, int64_t max_batch_tokens, int64_t kv_tokens);
+// alternatives; inside an mpirun launch the layout must use exactly its ranks (the error names both
+// numbers); a layout of more than one rank needs a build with MPI.
+struct GenerateLayout {
+  LayoutCheck check;              // resolved and valid; one rank when no layout flag is given outside a launch
+  std::optional<Cluster> placed;  // with --machine: the GPUs the ranks are placed on
+};
+GenerateLayout check_generate_layout(const LayoutFlags& flags, const GenerateLayoutTarget& target);
 
 }  // namespace sy

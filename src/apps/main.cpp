@@ -1,13 +1,16 @@
-// switchyard: one binary, one subcommand per job. Bad flags or input: one line on stderr, exit 2.
+// switchyard: one binary, one subcommand per job. Bad flags or input: one line on stderr, exit 2. A rank of a
+// multi-rank run that fails says so and ends every rank (launch.h).
 #include <cstdio>
 
 #include "apps/commands.h"
+#include "apps/launch.h"
 #include "base/check.h"
 
 int main(int argc, char** argv) {
+  sy::Launch launch(argc, argv);
   CLI::App app{"switchyard: Mixture-of-Experts inference engine"};
   app.require_subcommand(1);
-  const sy::CommandMain generate = sy::add_generate_command(app);
+  const sy::CommandMain generate = sy::add_generate_command(app, launch);
   const sy::CommandMain plan = sy::add_plan_command(app);
   const sy::CommandMain inspect = sy::add_inspect_command(app);
   const sy::CommandMain bench = sy::add_bench_command(app);
@@ -27,11 +30,9 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("inspect")) return inspect();
     if (app.got_subcommand("bench")) return bench();
   } catch (const sy::Error& e) {
-    std::fprintf(stderr, "switchyard: error: %s\n", e.what());
-    return 2;
+    return launch.fail(e.what(), false);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "switchyard: internal error: %s\n", e.what());
-    return 1;
+    return launch.fail(e.what(), true);
   }
   return 2;
 }

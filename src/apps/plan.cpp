@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "apps/commands.h"
+#include "apps/launch.h"
 #include "base/check.h"
 #include "base/log.h"
 #include "planner/report.h"
@@ -131,23 +132,28 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags& f) {
   cmd->add_option("--machine", f.machine, "machine preset (h100, h200, b200, rtx-pro-6000, a100) or JSON file");
 }
 
-void check_single_rank_layout(const LayoutFlags& f, const std::string& model_dir, bool random_weights,
-                              int64_t max_layers, int64_t max_batch_tokens, int64_t kv_tokens) {
+GenerateLayout check_generate_layout(const LayoutFlags& f, const GenerateLayoutTarget& in) {
   const bool gpus_given = f.gpus_given != nullptr && f.gpus_given->count() > 0;
   const bool nodes_given = f.nodes_given != nullptr && f.nodes_given->count() > 0;
-  if (!f.any_layout_flag() && f.machine.empty() && !gpus_given && !nodes_given) return;
+  const bool launched = in.launched_ranks > 0;
+  if (!launched && !f.any_layout_flag() && f.machine.empty() && !gpus_given && !nodes_given) return {};
   const LayoutRequest request = f.request();
+  // The ranks the flags ask for; tp, when not given, completes whatever ranks there are.
+  int asked = 1;
+  for (Axis a : {Axis::pp, Axis::dp, Axis::tp}) asked *= std::max(1, request.get(a).value_or(1));
+  // Inside a launch its ranks are the ones at hand (they must run the layout exactly, which is checked
+  // below with both numbers, so that a layout that is only the wrong size is not reported as broken).
+  int available = launched ? std::max(in.launched_ranks, request.tp ? asked : 1) : asked;
   std::optional<int> gpus = gpus_given ? std::optional<int>(f.gpus) : std::nullopt;
   std::optional<int> nodes = nodes_given ? std::optional<int>(f.nodes) : std::nullopt;
   Machine machine;
   if (!f.machine.empty()) {
     machine = find_machine(f.machine);
+    if (launched && !gpus) gpus = available;
   } else {
-    // No machine: the ranks are the ones the layout asks for (as mpirun would launch them), and device
-    // memory is unknown, so memory_fit is not checked.
-    int launched = 1;
-    for (Axis a : {Axis::pp, Axis::dp, Axis::tp}) launched *= std::max(1, request.get(a).value_or(1));
-    const int ranks = gpus.value_or(launched);
+    // No machine: the ranks are CPU processes (as mpirun starts them), and device memory is unknown, so
+    // memory_fit is not checked.
+    const int ranks = gpus.value_or(available);
     machine = {.name = "host",
                .gpu = "CPU rank",
                .memory_gb = 0,
@@ -157,16 +163,23 @@ void check_single_rank_layout(const LayoutFlags& f, const std::string& model_dir
     gpus = ranks;
   }
   const Cluster cluster = make_cluster(machine, gpus, nodes);
-  const MemoryOptions memory{.max_batch_tokens = max_batch_tokens, .min_kv_tokens = kv_tokens};
-  PlanTarget target = load_plan_target(model_dir, cluster, memory, random_weights, max_layers);
+  const MemoryOptions memory{.max_batch_tokens = in.max_batch_tokens, .min_kv_tokens = in.kv_tokens};
+  PlanTarget target = load_plan_target(in.model_dir, cluster, memory, in.random_weights, in.max_layers);
   target.check_memory = !f.machine.empty();
   const LayoutCheck check = check_layout_with_alternatives(target, request);
   SY_CHECK(check.valid(), "{}", format_issues(target, check));
-  SY_CHECK(check.sizes.world_size() == 1,
-           "multi-rank execution is not available yet: {} is a valid layout of {} ranks ({}), but this build runs one "
-           "rank; drop the layout flags to run world size 1 (--tp 1)",
-           request.flags(), check.sizes.world_size(), describe_sizes(check.sizes));
-  log_info("layout {}: {}", request.flags(), describe_sizes(check.sizes));
+  const int world = check.sizes.world_size();
+  if (launched) {
+    SY_CHECK(world == in.launched_ranks,
+             "mpirun started {} ranks, but the layout {} ({}) runs on {}; start it with mpirun -np {}, or run it "
+             "without mpirun (switchyard then starts the {} ranks itself)",
+             in.launched_ranks, layout_flags(check.sizes), describe_sizes(check.sizes), world, world, world);
+  }
+#ifndef SY_WITH_MPI
+  SY_CHECK(world == 1, "{} is a valid layout of {} ranks ({}), but {}; without MPI, run one rank (--tp 1)",
+           layout_flags(check.sizes), world, describe_sizes(check.sizes), kNoMpiBuild);
+#endif
+  return {.check = check, .placed = f.machine.empty() ? std::nullopt : std::optional<Cluster>(cluster)};
 }
 
 CommandMain add_plan_command(CLI::App& app) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <sys/wait.h>
 
@@ -117,6 +118,49 @@ TEST(Generate, RandomWeightsNeedOnlyAConfigAndLayersCutsTheModel) {
   EXPECT_EQ(std::count(ids.begin(), ids.end(), ','), 4) << a.out;  // 5 tokens
   EXPECT_EQ(ids, first_output_line(b.out)) << "same seed, same tokens";
   fs::remove_all(dir);
+}
+
+// The layout is checked before any weight is read. Runs of more than one rank are the mpi tier's
+// (test_launch.cpp); a build without MPI refuses them plainly.
+TEST(Generate, LayoutIsCheckedBeforeLoading) {
+  const std::string model = (test::fixtures_dir() / "qwen3_moe_base").string();
+  const auto timed = [](const std::string& args) {
+    const auto t0 = std::chrono::steady_clock::now();
+    RunResult r = run(args);
+    return std::make_pair(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
+  // A broken layout: every rule, before any weight is read.
+  const auto [bad, bad_seconds] = timed("generate --model " + model + " --prompt-ids 1,2,3 --tp 4 --ep 3");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("[heads_divisible]"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("[stage_product]"), std::string::npos) << bad.out;
+  EXPECT_EQ(bad.out.find("loaded"), std::string::npos) << bad.out;
+  EXPECT_LT(bad_seconds, 1.0);
+  // World size 1 runs as before.
+  const RunResult one = run("generate --model " + model + " --prompt-ids 1,2,3 --max-tokens 2 --tp 1 --machine h200");
+  EXPECT_EQ(one.code, 0) << one.out;
+#ifndef SY_WITH_MPI
+  const auto [two, two_seconds] = timed("generate --model " + model + " --prompt-ids 1,2,3 --max-tokens 2 --tp 2");
+  EXPECT_EQ(two.code, 2);
+  EXPECT_EQ(two.out.rfind("switchyard: error: --tp 2 is a valid layout of 2 ranks", 0), 0u) << two.out;
+  EXPECT_NE(two.out.find("this build has no MPI (configure with -DSY_WITH_MPI=ON)"), std::string::npos) << two.out;
+  EXPECT_EQ(error_lines(two.out), 1) << two.out;
+  EXPECT_LT(two_seconds, 1.0);
+#endif
+}
+
+// --fail-on-rank, the debugging option of the mpi tier's failure test, on one rank: a plain error.
+TEST(Generate, FailOnRankStopsThatRank) {
+  const std::string model = (test::fixtures_dir() / "qwen3_moe_base").string();
+  const RunResult zero = run("generate --model " + model + " --prompt-ids 1,2,3 --fail-on-rank 0");
+  EXPECT_EQ(zero.code, 2);
+  EXPECT_NE(zero.out.find("switchyard: error: --fail-on-rank 0: rank 0 stops here on purpose"), std::string::npos)
+      << zero.out;
+  EXPECT_EQ(error_lines(zero.out), 1) << zero.out;
+  const RunResult past = run("generate --model " + model + " --prompt-ids 1,2,3 --fail-on-rank 1");
+  EXPECT_EQ(past.code, 2);
+  EXPECT_NE(past.out.find("switchyard: error: --fail-on-rank 1: the layout runs 1 rank (0 to 0)"), std::string::npos)
+      << past.out;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// `switchyard plan`, `switchyard inspect` and the layout check of `switchyard generate` as a user runs them:
-// exit codes, the first lines, JSON that parses, and refusals that come before any weight is read.
+// `switchyard plan` and `switchyard inspect` as a user runs them: exit codes, the first lines, JSON that
+// parses, and refusals that come before any weight is read. (generate's layout check: tests/apps.)
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -95,31 +95,6 @@ TEST(InspectCli, ConfigAndCheckpoint) {
     EXPECT_NE(parsed.at("weights_source").get<std::string>().find("safetensors headers"), std::string::npos);
     EXPECT_TRUE(parsed.at("unrecognised_tensors").empty());
   }
-}
-
-TEST(GenerateCli, LayoutIsCheckedBeforeLoading) {
-  const auto fixtures = test::checkpoint_fixtures();
-  if (fixtures.empty()) GTEST_SKIP() << "tests/fixtures not generated yet";
-  const std::string model = fixtures.front().string();
-  // A valid layout of two ranks: refused plainly, since this build runs one rank.
-  const auto two = run("generate --model " + model + " --prompt-ids 1,2,3 --max-tokens 2 --tp 2");
-  EXPECT_EQ(two.code, 2);
-  EXPECT_EQ(two.out.rfind("switchyard: error: multi-rank execution is not available yet: --tp 2 is a valid layout of 2 "
-                          "ranks",
-                          0),
-            0u)
-      << two.out;
-  EXPECT_EQ(std::count(two.out.begin(), two.out.end(), '\n'), 1) << two.out;
-  EXPECT_LT(two.seconds, 1.0);
-  // A broken layout: every rule, before any weight is read.
-  const auto bad = run("generate --model " + model + " --prompt-ids 1,2,3 --tp 4 --ep 3");
-  EXPECT_EQ(bad.code, 2);
-  EXPECT_NE(bad.out.find("[heads_divisible]"), std::string::npos) << bad.out;
-  EXPECT_NE(bad.out.find("[stage_product]"), std::string::npos) << bad.out;
-  EXPECT_LT(bad.seconds, 1.0);
-  // World size 1 runs as before.
-  const auto one = run("generate --model " + model + " --prompt-ids 1,2,3 --max-tokens 2 --tp 1 --machine h200");
-  EXPECT_EQ(one.code, 0) << one.out;
 }
 
 }  // namespace
