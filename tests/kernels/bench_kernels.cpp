@@ -261,9 +261,10 @@ class DeviceArena {
 };
 
 // The grouped expert path (dispatch, gate_up and down GEMMs, combine) on the Qwen3-30B-A3B expert
-// shapes (128 experts, top 8, hidden 2048, inter 768) with uniform random routing: device-event
-// medians of 20 runs after 3 warm-ups, random bf16 weights (1.2 GB, far past the L2). GB/s counts the
-// weights of the experts the routing touched over the GEMM time; TFLOP/s the pairs' 6·hidden·inter.
+// shapes (128 experts, top 8, hidden 2048, inter 768) with uniform random routing, for every tile
+// height (* marks the one moe_grouped_tile_m picks): device-event medians of 20 runs after 3 warm-ups,
+// random bf16 weights (1.2 GB, far past the L2). GB/s counts the weights of the experts the routing
+// touched over the GEMM time; TFLOP/s the pairs' 6·hidden·inter.
 void bench_cuda_moe() {
   using cuda::check_cuda;
   const int64_t E = 128, K = 8, H = 2048, I = 768;
@@ -276,10 +277,10 @@ void bench_cuda_moe() {
   cuda::fill_random_normal_bf16(down, E * H * I, 2, 0.0f, 0.03f, s);
   cudaEvent_t ev[4];
   for (cudaEvent_t& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
-  std::printf("| %6s | %6s | %4s | %9s | %9s | %9s | %8s | %7s | %8s |\n", "tokens", "pairs", "BM", "route us",
+  std::printf("| %6s | %6s | %5s | %9s | %9s | %9s | %8s | %7s | %8s |\n", "tokens", "pairs", "BM", "route us",
               "gemms us", "comb. us", "experts", "GB/s", "TFLOP/s");
-  std::printf("|--------|--------|------|-----------|-----------|-----------|----------|---------|----------|\n");
-  for (int64_t T : {64, 256, 512, 1024, 4096, 8192}) {
+  std::printf("|--------|--------|-------|-----------|-----------|-----------|----------|---------|----------|\n");
+  for (int64_t T : {64, 256, 512, 1024, 2048, 4096, 8192}) {
     const int64_t P = T * K;
     std::vector<int32_t> ids(static_cast<size_t>(P));
     std::vector<float> w(static_cast<size_t>(P), 1.0f / float(K));
@@ -292,51 +293,54 @@ void bench_cuda_moe() {
       for (int32_t e : chosen) ids[size_t(t * K + k++)] = e;
       touched.insert(chosen.begin(), chosen.end());
     }
-    DeviceArena d;
-    const cuda::MoeGroupedParams p{.x = d.put(random_normal(T * H)),
-                                   .expert_ids = d.put(ids),
-                                   .weights = d.put(w),
-                                   .gate_up = gate_up,
-                                   .down = down,
-                                   .out = d.get<float>(T * H),
-                                   .route = cuda::moe_grouped_route_at(
-                                       d.get<int32_t>(cuda::moe_grouped_route_ints(P, E)), P, E),
-                                   .x_bf16 = d.get<cuda::bf16_bits>(T * H),
-                                   .act = d.get<cuda::bf16_bits>(P * I),
-                                   .y = d.get<float>(P * H),
-                                   .tokens = T,
-                                   .hidden = H,
-                                   .inter = I,
-                                   .n_experts = E,
-                                   .top_k = K};
-    std::vector<double> phase[3];
-    for (int run = 0; run < 23; ++run) {
-      check_cuda(cudaEventRecord(ev[0], s), "cudaEventRecord");
-      cuda::moe_grouped_dispatch(p, s);
-      check_cuda(cudaEventRecord(ev[1], s), "cudaEventRecord");
-      cuda::moe_grouped_gemms(p, s);
-      check_cuda(cudaEventRecord(ev[2], s), "cudaEventRecord");
-      cuda::moe_grouped_combine(p, s);
-      check_cuda(cudaEventRecord(ev[3], s), "cudaEventRecord");
-      check_cuda(cudaEventSynchronize(ev[3]), "cudaEventSynchronize");
-      if (run < 3) continue;
-      for (int i = 0; i < 3; ++i) {
-        float ms = 0.0f;
-        check_cuda(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]), "cudaEventElapsedTime");
-        phase[i].push_back(ms * 1e3);
+    for (int tile_m : {16, 32, 64, 128}) {
+      DeviceArena d;
+      const cuda::MoeGroupedParams p{
+          .x = d.put(random_normal(T * H)),
+          .expert_ids = d.put(ids),
+          .weights = d.put(w),
+          .gate_up = gate_up,
+          .down = down,
+          .out = d.get<float>(T * H),
+          .route = cuda::moe_grouped_route_at(d.get<int32_t>(cuda::moe_grouped_route_ints(P, E, tile_m)), P, E, tile_m),
+          .x_bf16 = d.get<cuda::bf16_bits>(T * H),
+          .act = d.get<cuda::bf16_bits>(P * I),
+          .y = d.get<float>(P * H),
+          .tokens = T,
+          .hidden = H,
+          .inter = I,
+          .n_experts = E,
+          .top_k = K,
+          .tile_m = tile_m};
+      std::vector<double> phase[3];
+      for (int run = 0; run < 23; ++run) {
+        check_cuda(cudaEventRecord(ev[0], s), "cudaEventRecord");
+        cuda::moe_grouped_dispatch(p, s);
+        check_cuda(cudaEventRecord(ev[1], s), "cudaEventRecord");
+        cuda::moe_grouped_gemms(p, s);
+        check_cuda(cudaEventRecord(ev[2], s), "cudaEventRecord");
+        cuda::moe_grouped_combine(p, s);
+        check_cuda(cudaEventRecord(ev[3], s), "cudaEventRecord");
+        check_cuda(cudaEventSynchronize(ev[3]), "cudaEventSynchronize");
+        if (run < 3) continue;
+        for (int i = 0; i < 3; ++i) {
+          float ms = 0.0f;
+          check_cuda(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]), "cudaEventElapsedTime");
+          phase[i].push_back(ms * 1e3);
+        }
       }
+      double med[3];
+      for (int i = 0; i < 3; ++i) {
+        std::sort(phase[i].begin(), phase[i].end());
+        med[i] = phase[i][phase[i].size() / 2];
+      }
+      const double weight_bytes = double(touched.size()) * 3.0 * double(H * I) * 2.0;
+      const double flops = 6.0 * double(P) * double(H * I);
+      std::printf("| %6ld | %6ld | %4d%c | %9.1f | %9.1f | %9.1f | %8zu | %7.0f | %8.1f |\n", long(T), long(P), tile_m,
+                  tile_m == cuda::moe_grouped_tile_m(P, E) ? '*' : ' ', med[0], med[1], med[2], touched.size(),
+                  weight_bytes / med[1] * 1e-3, flops / med[1] * 1e-6);
+      std::fflush(stdout);
     }
-    double med[3];
-    for (int i = 0; i < 3; ++i) {
-      std::sort(phase[i].begin(), phase[i].end());
-      med[i] = phase[i][phase[i].size() / 2];
-    }
-    const double weight_bytes = double(touched.size()) * 3.0 * double(H * I) * 2.0;
-    const double flops = 6.0 * double(P) * double(H * I);
-    std::printf("| %6ld | %6ld | %4d | %9.1f | %9.1f | %9.1f | %8zu | %7.0f | %8.1f |\n", long(T), long(P),
-                cuda::moe_grouped_tile_m(P, E), med[0], med[1], med[2], touched.size(), weight_bytes / med[1] * 1e-3,
-                flops / med[1] * 1e-6);
-    std::fflush(stdout);
   }
   for (cudaEvent_t e : ev) check_cuda(cudaEventDestroy(e), "cudaEventDestroy");
   check_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");

@@ -304,14 +304,16 @@ class CudaBackend final : public Backend {
       return grouped_moe_.run(c);
     }
     if (pairs == 0) return;
-    int32_t* route = scratch_.get<int32_t>(kMoeRoute, cuda::moe_grouped_route_ints(pairs, c.n_experts));
+    const int tile_m = cuda::moe_grouped_tile_m(pairs, c.n_experts);
+    int32_t* route = scratch_.get<int32_t>(kMoeRoute, cuda::moe_grouped_route_ints(pairs, c.n_experts, tile_m));
     const cuda::MoeGroupedParams p{.x = c.x, .expert_ids = c.expert_ids, .weights = c.weights,
                                    .gate_up = bf(c.gate_up), .down = bf(c.down), .out = c.out,
-                                   .route = cuda::moe_grouped_route_at(route, pairs, c.n_experts),
+                                   .route = cuda::moe_grouped_route_at(route, pairs, c.n_experts, tile_m),
                                    .x_bf16 = scratch_.get<bf16_bits>(kMoeXBf16, c.tokens * c.hidden),
                                    .act = scratch_.get<bf16_bits>(kMoeActBf16, pairs * c.inter),
                                    .y = scratch_.get<float>(kMoeY, pairs * c.hidden), .tokens = c.tokens,
-                                   .hidden = c.hidden, .inter = c.inter, .n_experts = c.n_experts, .top_k = c.top_k};
+                                   .hidden = c.hidden, .inter = c.inter, .n_experts = c.n_experts, .top_k = c.top_k,
+                                   .tile_m = tile_m};
     mark(Phase::router);
     cuda::moe_grouped_dispatch(p, stream_);
     mark(Phase::experts);

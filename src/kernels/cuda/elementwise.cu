@@ -33,10 +33,22 @@ __global__ void fill_random_kernel(bf16_bits* dst, int64_t n, uint64_t seed, flo
   }
 }
 
-__global__ void f32_to_bf16_kernel(const float* x, bf16_bits* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    y[i] = to_bf(x[i]);
+// With `vectors` (x and y 16-byte aligned) eight elements per thread and step: two 16-byte loads in
+// flight and one 16-byte store (one 4-byte load per thread left the copy at a fraction of the
+// bandwidth); the n % 8 tail, or everything otherwise, one element at a time.
+__global__ void f32_to_bf16_kernel(const float* __restrict__ x, bf16_bits* __restrict__ y, int64_t n, bool vectors) {
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
+  int64_t done = 0;
+  if (vectors) {
+    const auto pack = [](float lo, float hi) { return uint32_t{to_bf(lo)} | (uint32_t{to_bf(hi)} << 16); };
+    const int64_t chunks = n / 8;
+    for (int64_t i = first; i < chunks; i += stride) {
+      const float4 a = reinterpret_cast<const float4*>(x)[2 * i], b = reinterpret_cast<const float4*>(x)[2 * i + 1];
+      reinterpret_cast<uint4*>(y)[i] = make_uint4(pack(a.x, a.y), pack(a.z, a.w), pack(b.x, b.y), pack(b.z, b.w));
+    }
+    done = chunks * 8;
   }
+  for (int64_t i = done + first; i < n; i += stride) y[i] = to_bf(x[i]);
 }
 
 __global__ void add_bias_kernel(float* y, const bf16_bits* bias, int64_t m, int64_t n) {
@@ -125,7 +137,9 @@ void fill_random_normal_bf16(bf16_bits* dst, int64_t n, uint64_t seed, float mea
 
 void f32_to_bf16(const float* x, bf16_bits* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  f32_to_bf16_kernel<<<std::min<unsigned>(blocks_for(n), 132 * 16), kThreads, 0, s>>>(x, y, n);
+  const bool vectors = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  const unsigned blocks = blocks_for(vectors ? std::max<int64_t>(n / 8, 1) : n);
+  f32_to_bf16_kernel<<<std::min<unsigned>(blocks, 132 * 16), kThreads, 0, s>>>(x, y, n, vectors);
   check_launch("f32_to_bf16");
 }
 

@@ -18,6 +18,7 @@ constexpr int kBN = 128;  // output columns per CTA (gate_up: 64 gate + the 64 m
 constexpr int kBK = 64;   // k per pipeline stage: 8 chunks of 16 bytes per smem row, XOR-swizzled
 constexpr int kWarpsN = 4;
 constexpr int kMaxExperts = 1024;
+constexpr int kRouteBatch = 8;  // expert ids each lane loads before the first use (latency in flight)
 
 // ---- dispatch -------------------------------------------------------------------------------------
 
@@ -28,17 +29,17 @@ struct RouteArgs {
   GroupedRoute route;
 };
 
-// One block of 32·NW threads; warp w owns the pairs [w·seg, (w+1)·seg). Pass 1 counts each warp's
-// pairs per expert, then the counts become each warp's first row within the expert's segment, so
-// that pass 2 places pairs stably (pair order within each expert) with no atomics. Pairs whose expert
-// id is out of range get no row (the combine skips them).
+// One block of 32·NW threads; warp w owns the pairs [w·seg, (w+1)·seg), read in rounds of
+// 32·kRouteBatch. Pass 1 counts each warp's pairs per expert, then the counts become each warp's first
+// row within the expert's segment, so that pass 2 places pairs stably (pair order within each expert)
+// with no atomics. Pairs whose expert id is out of range get no row (the combine skips them).
 __global__ void moe_route_kernel(RouteArgs a) {
   extern __shared__ int sm[];
   const int E = a.n_experts, NW = static_cast<int>(blockDim.x / 32);
-  int* cnt = sm;                   // [NW][E]: pass-1 counts, then the next free row of (warp, expert)
-  int* rows = cnt + NW * E;        // [E] rows of each expert
-  int* first_row = rows + E;       // [E]
-  int* first_tile = first_row + E; // [E]
+  int* cnt = sm;                    // [NW][E]: pass-1 counts, then the next free row of (warp, expert)
+  int* rows = cnt + NW * E;         // [E] rows of each expert
+  int* first_row = rows + E;        // [E]
+  int* first_tile = first_row + E;  // [E]
   __shared__ int total_tiles;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   for (int i = tid; i < NW * E; i += blockDim.x) cnt[i] = 0;
@@ -51,11 +52,20 @@ __global__ void moe_route_kernel(RouteArgs a) {
     const int e = a.expert_ids[p];
     return e >= 0 && e < E ? e : -1;
   };
-  for (int64_t base = begin; base < end; base += 32) {
-    const int e = expert_of(base + lane);
-    const unsigned peers = __match_any_sync(0xffffffffu, e);
-    if (e >= 0 && lane == __ffs(peers) - 1) cnt[warp * E + e] += __popc(peers);
-    __syncwarp();
+  int ids[kRouteBatch];
+  const auto load_round = [&](int64_t base) {
+#pragma unroll
+    for (int j = 0; j < kRouteBatch; ++j) ids[j] = expert_of(base + j * 32 + lane);
+  };
+  for (int64_t base = begin; base < end; base += 32 * kRouteBatch) {
+    load_round(base);
+#pragma unroll
+    for (int j = 0; j < kRouteBatch; ++j) {
+      const int e = ids[j];
+      const unsigned peers = __match_any_sync(0xffffffffu, e);
+      if (e >= 0 && lane == __ffs(peers) - 1) cnt[warp * E + e] += __popc(peers);
+      __syncwarp();
+    }
   }
   __syncthreads();
   for (int e = tid; e < E; e += blockDim.x) {
@@ -104,16 +114,20 @@ __global__ void moe_route_kernel(RouteArgs a) {
   }
   for (int g = total_tiles + tid; g < a.max_tiles; g += blockDim.x) a.route.tile_expert[g] = -1;
   __syncthreads();
-  for (int64_t base = begin; base < end; base += 32) {
-    const int e = expert_of(base + lane);
-    const unsigned peers = __match_any_sync(0xffffffffu, e);
-    if (e >= 0) {
-      const int rank = __popc(peers & ((1u << lane) - 1u));
-      a.route.row_pair[cnt[warp * E + e] + rank] = static_cast<int32_t>(base + lane);
+  for (int64_t base = begin; base < end; base += 32 * kRouteBatch) {
+    load_round(base);
+#pragma unroll
+    for (int j = 0; j < kRouteBatch; ++j) {
+      const int e = ids[j];
+      const unsigned peers = __match_any_sync(0xffffffffu, e);
+      if (e >= 0) {
+        const int rank = __popc(peers & ((1u << lane) - 1u));
+        a.route.row_pair[cnt[warp * E + e] + rank] = static_cast<int32_t>(base + j * 32 + lane);
+      }
+      __syncwarp();
+      if (e >= 0 && lane == __ffs(peers) - 1) cnt[warp * E + e] += __popc(peers);
+      __syncwarp();
     }
-    __syncwarp();
-    if (e >= 0 && lane == __ffs(peers) - 1) cnt[warp * E + e] += __popc(peers);
-    __syncwarp();
   }
 }
 
@@ -150,7 +164,7 @@ struct GemmArgs {
                        // down: act [pairs, k] by row
   const bf16_bits* w;  // gate_up [n_experts, 2 * n_out, k] (gate rows, then up rows); down [n_experts, n_out, k]
   GroupedRoute route;
-  void* out;           // gate_up: bf16 act [pairs, n_out] by row; down: fp32 y [pairs, n_out] by pair
+  void* out;  // gate_up: bf16 act [pairs, n_out] by row; down: fp32 y [pairs, n_out] by pair
   int64_t k, n_out, top_k;
 };
 
@@ -339,8 +353,8 @@ __global__ void moe_grouped_combine_kernel(MoeGroupedParams p) {
   reinterpret_cast<float4*>(p.out + t * p.hidden)[j] = s;
 }
 
-// Tile configurations by expected rows per expert: decode-sized groups stream the weights through
-// 16-row tiles (3 CTAs per SM); prefill-sized ones use 64- or 128-row tiles for tensor-core rate.
+// Tile configurations by rows per tile (16 to 128): decode-sized groups stream the weights through
+// 16-row tiles (3 CTAs per SM); prefill-sized ones use taller tiles for tensor-core rate.
 // MIN_CTAS per SM caps the registers so that the shared memory, not the registers, sets occupancy.
 template <int BM, int WARPS_M, int STAGES, int MIN_CTAS>
 struct TileConfig {
@@ -355,21 +369,28 @@ struct TileConfig {
     check_launch(name);
   }
 };
-using SmallTiles = TileConfig<16, 1, 4, 3>;
-using MediumTiles = TileConfig<64, 2, 4, 2>;
-using LargeTiles = TileConfig<128, 2, 3, 2>;
+using Tiles16 = TileConfig<16, 1, 4, 3>;
+using Tiles32 = TileConfig<32, 1, 4, 2>;
+using Tiles64 = TileConfig<64, 2, 4, 2>;
+using Tiles128 = TileConfig<128, 2, 3, 2>;
 
 int64_t max_tiles(int64_t pairs, int64_t n_experts, int tile_m) { return (pairs + tile_m - 1) / tile_m + n_experts; }
 
 template <typename Config>
 void run_gemms(const MoeGroupedParams& p, cudaStream_t s) {
   const int64_t pairs = p.tokens * p.top_k, tiles = max_tiles(pairs, p.n_experts, Config::kBM);
-  Config::template launch<true>({.a = p.x_bf16, .w = p.gate_up, .route = p.route, .out = p.act, .k = p.hidden,
-                                 .n_out = p.inter, .top_k = p.top_k},
+  check_supported(p.tile_m == Config::kBM, "moe_grouped: tile_m must be 16, 32, 64 or 128");
+  Config::template launch<true>({.a = p.x_bf16,
+                                 .w = p.gate_up,
+                                 .route = p.route,
+                                 .out = p.act,
+                                 .k = p.hidden,
+                                 .n_out = p.inter,
+                                 .top_k = p.top_k},
                                 tiles, (p.inter + kBN / 2 - 1) / (kBN / 2), s, "grouped_gemm(gate_up)");
-  Config::template launch<false>({.a = p.act, .w = p.down, .route = p.route, .out = p.y, .k = p.inter,
-                                  .n_out = p.hidden, .top_k = p.top_k},
-                                 tiles, (p.hidden + kBN - 1) / kBN, s, "grouped_gemm(down)");
+  Config::template launch<false>(
+      {.a = p.act, .w = p.down, .route = p.route, .out = p.y, .k = p.inter, .n_out = p.hidden, .top_k = p.top_k}, tiles,
+      (p.hidden + kBN - 1) / kBN, s, "grouped_gemm(down)");
 }
 
 }  // namespace
@@ -380,16 +401,23 @@ bool moe_grouped_supported(int64_t hidden, int64_t inter, int64_t n_experts) {
 
 int moe_grouped_tile_m(int64_t pairs, int64_t n_experts) {
   const int64_t per_expert = pairs / std::max<int64_t>(1, n_experts);
-  return per_expert <= 24 ? SmallTiles::kBM : per_expert <= 96 ? MediumTiles::kBM : LargeTiles::kBM;
+  // Measured on H200 (bench_kernels --cuda-moe, Qwen3-30B-A3B experts): 16 rows up to ~8 pairs per
+  // expert, 32 to ~24, 64 to ~80, then 128 (taller tiles re-read fewer weights but waste more rows).
+  return per_expert <= 8    ? Tiles16::kBM
+         : per_expert <= 24 ? Tiles32::kBM
+         : per_expert <= 80 ? Tiles64::kBM
+                            : Tiles128::kBM;
 }
 
-int64_t moe_grouped_route_ints(int64_t pairs, int64_t n_experts) {
-  return pairs + 3 * max_tiles(pairs, n_experts, moe_grouped_tile_m(pairs, n_experts));
+int64_t moe_grouped_route_ints(int64_t pairs, int64_t n_experts, int tile_m) {
+  return pairs + 3 * max_tiles(pairs, n_experts, tile_m);
 }
 
-GroupedRoute moe_grouped_route_at(int32_t* base, int64_t pairs, int64_t n_experts) {
-  const int64_t tiles = max_tiles(pairs, n_experts, moe_grouped_tile_m(pairs, n_experts));
-  return {.row_pair = base, .tile_expert = base + pairs, .tile_row0 = base + pairs + tiles,
+GroupedRoute moe_grouped_route_at(int32_t* base, int64_t pairs, int64_t n_experts, int tile_m) {
+  const int64_t tiles = max_tiles(pairs, n_experts, tile_m);
+  return {.row_pair = base,
+          .tile_expert = base + pairs,
+          .tile_row0 = base + pairs + tiles,
           .tile_rows = base + pairs + 2 * tiles};
 }
 
@@ -398,28 +426,30 @@ void moe_grouped_dispatch(const MoeGroupedParams& p, cudaStream_t s) {
   if (pairs == 0) return;
   check_supported(moe_grouped_supported(p.hidden, p.inter, p.n_experts),
                   "moe_grouped: needs hidden and inter multiples of 8 and 1 <= n_experts <= 1024");
-  const int tile_m = moe_grouped_tile_m(pairs, p.n_experts);
   const int warps = p.n_experts <= 256 ? 32 : 8;
   const auto E = static_cast<int>(p.n_experts);
   const size_t smem = static_cast<size_t>(warps * E + 3 * E) * sizeof(int);
-  moe_route_kernel<<<1, warps * 32, smem, s>>>({.expert_ids = p.expert_ids, .pairs = pairs, .n_experts = E,
-                                                .tile_m = tile_m,
-                                                .max_tiles = static_cast<int>(max_tiles(pairs, E, tile_m)),
+  moe_route_kernel<<<1, warps * 32, smem, s>>>({.expert_ids = p.expert_ids,
+                                                .pairs = pairs,
+                                                .n_experts = E,
+                                                .tile_m = p.tile_m,
+                                                .max_tiles = static_cast<int>(max_tiles(pairs, E, p.tile_m)),
                                                 .route = p.route});
   check_launch("moe_route");
   f32_to_bf16(p.x, p.x_bf16, p.tokens * p.hidden, s);
 }
 
 void moe_grouped_gemms(const MoeGroupedParams& p, cudaStream_t s) {
-  const int64_t pairs = p.tokens * p.top_k;
-  if (pairs == 0) return;
-  switch (moe_grouped_tile_m(pairs, p.n_experts)) {
-    case SmallTiles::kBM:
-      return run_gemms<SmallTiles>(p, s);
-    case MediumTiles::kBM:
-      return run_gemms<MediumTiles>(p, s);
+  if (p.tokens * p.top_k == 0) return;
+  switch (p.tile_m) {
+    case Tiles16::kBM:
+      return run_gemms<Tiles16>(p, s);
+    case Tiles32::kBM:
+      return run_gemms<Tiles32>(p, s);
+    case Tiles64::kBM:
+      return run_gemms<Tiles64>(p, s);
     default:
-      return run_gemms<LargeTiles>(p, s);
+      return run_gemms<Tiles128>(p, s);
   }
 }
 

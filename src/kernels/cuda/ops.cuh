@@ -122,13 +122,14 @@ struct MoeGroupedParams {
   bf16_bits* act;             // scratch [tokens * top_k, inter], SiLU(gate)·up by row
   float* y;                   // scratch [tokens * top_k, hidden], expert output by pair
   int64_t tokens, hidden, inter, n_experts, top_k;
+  int tile_m;                 // rows per GEMM tile: 16, 32, 64 or 128 (moe_grouped_tile_m picks one)
 };
 bool moe_grouped_supported(int64_t hidden, int64_t inter, int64_t n_experts);
-// Rows per m-tile for this many pairs over n_experts (16, 64 or 128): a function of sizes only, so
-// that launch shapes do not depend on the routing.
+// Rows per tile for this many pairs over n_experts: a function of sizes only, so that launch shapes
+// do not depend on the routing.
 int moe_grouped_tile_m(int64_t pairs, int64_t n_experts);
-int64_t moe_grouped_route_ints(int64_t pairs, int64_t n_experts);
-GroupedRoute moe_grouped_route_at(int32_t* base, int64_t pairs, int64_t n_experts);
+int64_t moe_grouped_route_ints(int64_t pairs, int64_t n_experts, int tile_m);
+GroupedRoute moe_grouped_route_at(int32_t* base, int64_t pairs, int64_t n_experts, int tile_m);
 void moe_grouped_dispatch(const MoeGroupedParams& p, cudaStream_t s);
 void moe_grouped_gemms(const MoeGroupedParams& p, cudaStream_t s);
 void moe_grouped_combine(const MoeGroupedParams& p, cudaStream_t s);
