@@ -103,6 +103,20 @@ bool Engine::step() {
   ++steps_;
   tokens_processed_ += static_cast<int64_t>(b.tokens.size());
 
+  // Next tokens of every sequence that samples, in parallel: each has its own sampler (seeded, with its own
+  // generator and scratch), so the result does not depend on the threads.
+  std::vector<int32_t> sampled(chunks.size(), -1);
+  const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(dynamic)
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const ScheduledChunk& c = chunks[ci];
+    if (!c.samples_next()) continue;
+    const auto [row0, n_rows] = chunk_rows[ci];
+    const float* last = logits_.data() + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
+    sampled[ci] = entries_[static_cast<size_t>(c.seq->id)]->sampler.sample(last, vocab);
+  }
+  sampling_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const ScheduledChunk& c = chunks[ci];
     Entry& e = *entries_[static_cast<size_t>(c.seq->id)];
@@ -114,10 +128,7 @@ bool Engine::step() {
       e.logit_rows_kept += n_rows;
     }
     if (!c.samples_next()) continue;
-    const float* last = logits_.data() + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
-    const auto t0 = std::chrono::steady_clock::now();
-    const int32_t token = e.sampler.sample(last, vocab);
-    sampling_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const int32_t token = sampled[ci];
     e.result.output.push_back(token);
     c.seq->tokens.push_back(token);
     const bool stop = std::find(e.request.stop_tokens.begin(), e.request.stop_tokens.end(), token) !=
