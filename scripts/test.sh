@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every CPU test: the Release build (with the MPI communicator) and its cpu
-# and mpi tiers (the mpi tier runs under mpirun on 2, 3 and 4 ranks), then the cpu tests under
+# and mpi tiers (the mpi tier runs under mpirun on 2 to 8 ranks: collectives, the layout matrix, the
+# launch and kill tests), then the cpu tests under
 # AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/). Where the CUDA toolkit is installed it
 # also compiles and links the CUDA backend and its tests (they run only on a GPU machine: label cuda).
 set -euo pipefail
