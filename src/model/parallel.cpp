@@ -130,6 +130,36 @@ std::vector<int64_t> ModelComm::exchange_counts(Communicator& c, const std::vect
   return recv;
 }
 
+float* ModelComm::device_stage(size_t floats) {
+  const size_t bytes = std::max<size_t>(floats, 1) * sizeof(float);
+  if (!device_stage_ || device_stage_->size() < bytes) device_stage_ = backend_.alloc(bytes);
+  return device_stage_->as<float>();
+}
+
+void ModelComm::all_gather_host(Communicator& c, const float* send, float* recv, int64_t count) {
+  backend_.mark(Phase::communication);
+  if (!c.device_memory()) return c.all_gather(send, recv, count, DType::f32);
+  const auto n = static_cast<size_t>(count), all = n * static_cast<size_t>(c.size());
+  float* dev = device_stage(n + all);
+  backend_.copy_to_device(dev, send, n * sizeof(float));
+  backend_.synchronize();
+  c.all_gather(dev, dev + n, count, DType::f32);
+  c.wait();
+  backend_.copy_to_host(recv, dev + n, all * sizeof(float));
+}
+
+void ModelComm::broadcast_host(Communicator& c, float* data, int64_t count, int root) {
+  backend_.mark(Phase::communication);
+  if (!c.device_memory()) return c.broadcast(data, count, DType::f32, root);
+  const auto n = static_cast<size_t>(count);
+  float* dev = device_stage(n);
+  if (c.rank() == root) backend_.copy_to_device(dev, data, n * sizeof(float));
+  backend_.synchronize();
+  c.broadcast(dev, count, DType::f32, root);
+  c.wait();
+  backend_.copy_to_host(data, dev, n * sizeof(float));
+}
+
 void ModelComm::send(Communicator& c, const void* x, int64_t n, DType dtype, int dest) {
   backend_.mark(Phase::communication);
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);

@@ -63,15 +63,20 @@ class ModelComm {
                     std::span<const int64_t> recv_counts, DType dtype);
   // Host int64 counts, one per rank: recv[r] = what rank r put in send[rank()].
   std::vector<int64_t> exchange_counts(Communicator& c, const std::vector<int64_t>& send);
+  // Host-memory collectives (the assembled logits), through device memory for a device communicator.
+  void all_gather_host(Communicator& c, const float* send, float* recv, int64_t count);
+  void broadcast_host(Communicator& c, float* data, int64_t count, int root);
   void send(Communicator& c, const void* x, int64_t n, DType dtype, int dest);
   void recv(Communicator& c, void* x, int64_t n, DType dtype, int source);
 
  private:
   bool direct(const Communicator& c) const;
   void* stage(size_t i, size_t bytes);
+  float* device_stage(size_t floats);
   Backend& backend_;
   std::vector<std::vector<char>> host_;
   std::unique_ptr<DeviceBuffer> counts_;
+  std::unique_ptr<DeviceBuffer> device_stage_;
 };
 
 }  // namespace sy

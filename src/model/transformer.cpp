@@ -198,10 +198,6 @@ class Transformer final : public Model {
     }
 
     // Assemble [R, V] on the last stage, then send it to every stage.
-    Communicator& pp = *plan_.groups->pp;
-    Communicator& dp = *plan_.groups->dp;
-    SY_CHECK(!pp.device_memory() && !dp.device_memory(), "the logits of a multi-rank step are gathered in host "
-             "memory; a device-memory communicator for the dp and pp groups is not supported yet");
     if (plan_.last_stage()) {
       size_t most = 0;
       for (const auto& r : rows_of_dp) most = std::max(most, r.size());
@@ -211,8 +207,8 @@ class Transformer final : public Model {
       } else {
         local_logits.resize(most * row);
         gathered_logits_.resize(most * row * static_cast<size_t>(plan_.dp));
-        backend_.mark(Phase::communication);
-        dp.all_gather(local_logits.data(), gathered_logits_.data(), static_cast<int64_t>(most * row), DType::f32);
+        comm_.all_gather_host(*plan_.groups->dp, local_logits.data(), gathered_logits_.data(),
+                              static_cast<int64_t>(most * row));
       }
       for (size_t d = 0; d < rows_of_dp.size(); ++d) {
         for (size_t i = 0; i < rows_of_dp[d].size(); ++i) {
@@ -221,10 +217,7 @@ class Transformer final : public Model {
         }
       }
     }
-    if (plan_.pp > 1 && R > 0) {
-      backend_.mark(Phase::communication);
-      pp.broadcast(logits, R * V, DType::f32, plan_.pp - 1);
-    }
+    if (plan_.pp > 1 && R > 0) comm_.broadcast_host(*plan_.groups->pp, logits, R * V, plan_.pp - 1);
   }
 
   // This rank's stage over the tokens of one micro-batch of its dp rank (possibly none: it still serves
