@@ -11,6 +11,7 @@
 
 #include "apps/commands.h"
 #include "apps/launch.h"
+#include "apps/rank_groups.h"
 #include "base/check.h"
 #include "base/log.h"
 #include "io/npy.h"
@@ -150,10 +151,11 @@ void print_layout(Communicator& world, const LayoutCheck& check, const Cluster* 
 
 // Loads the model (this rank's part of it, with `groups`), runs every prompt and, on rank 0, prints the
 // tokens and the throughput line and writes --logits-out.
-int generate(const GenerateOptions& o, const std::vector<std::vector<int32_t>>& prompts, const ParallelGroups* groups) {
+int generate(const GenerateOptions& o, const std::vector<std::vector<int32_t>>& prompts, const ParallelGroups* groups,
+             const std::string& device) {
   const int rank = groups != nullptr ? groups->world->rank() : 0;
   const int64_t total = total_tokens(o, prompts);
-  auto backend = make_backend(o.device);
+  auto backend = make_backend(device);
   auto model = load_model(
       {.dir = o.model, .random_weights = o.random_weights, .seed = o.seed, .max_layers = o.layers, .parallel = groups},
       *backend);
@@ -211,9 +213,10 @@ int run_generate_rank(const GenerateOptions& o, Launch& launch) {
     return 2;
   }
   const LayoutCheck& check = layout.check;
-  const auto groups = make_parallel_groups(world, Mapping(check.sizes), check.request.pp_layers);
+  const RankGroups rank = make_rank_groups(world, Mapping(check.sizes), check.request.pp_layers, o.device);
   print_layout(world, check, layout.placed ? &*layout.placed : nullptr);
-  return generate(o, prompts, groups.get());
+  if (world.rank() == 0) log_info("device {} on rank 0; collectives over {}", rank.device, rank.transport);
+  return generate(o, prompts, rank.groups.get(), rank.device);
 }
 
 int run_generate(const GenerateOptions& o, Launch& launch) {
@@ -223,7 +226,7 @@ int run_generate(const GenerateOptions& o, Launch& launch) {
   const int world = check.sizes.world_size();
   if (world > 1) launch.rerun_under_mpirun(world);
   if (o.layout.any_layout_flag()) log_info("layout {}: {}", check.request.flags(), describe_sizes(check.sizes));
-  return generate(o, prompts, nullptr);
+  return generate(o, prompts, nullptr, o.device);
 }
 
 }  // namespace
