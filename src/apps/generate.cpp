@@ -11,12 +11,12 @@
 
 #include "apps/commands.h"
 #include "apps/launch.h"
-#include "apps/rank_groups.h"
 #include "base/check.h"
 #include "base/log.h"
 #include "io/npy.h"
 #include "parallel/groups.h"
 #include "parallel/machine.h"
+#include "parallel/rank_groups.h"
 #include "planner/report.h"
 #include "runtime/engine.h"
 

@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "common/fixture.h"
 #include "common/mpi_test_main.h"
+#include "parallel/rank_groups.h"
 #include "planner/planner.h"
 #include "runtime/engine.h"
 
@@ -23,12 +24,14 @@ namespace {
 Communicator* g_world = nullptr;
 
 // SY_TEST_DEVICE=cuda runs both sides on the GPU (every rank on the same one, collectives staged through
-// host memory over MPI): the CUDA backend under every layout, to bf16 tolerance.
+// host memory over MPI): the CUDA backend under every layout, to bf16 tolerance. SY_TEST_NCCL=1 (the nccl
+// tier) gives each rank the GPU of its local rank and NCCL groups instead.
 std::string test_device() {
   const char* d = std::getenv("SY_TEST_DEVICE");
   return d ? d : "cpu";
 }
-double tolerance() { return test_device() == "cpu" ? test::kLogitTolerance : 1e-2; }
+bool test_nccl() { return std::getenv("SY_TEST_NCCL") != nullptr; }
+double tolerance() { return test_device() == "cpu" && !test_nccl() ? test::kLogitTolerance : 1e-2; }
 
 struct RunResult {
   std::vector<std::vector<int32_t>> tokens;
@@ -38,8 +41,8 @@ struct RunResult {
 };
 
 // Every prompt of the fixture, 4 new tokens each, greedy, logits of every position kept.
-RunResult run(const test::Fixture& f, const ParallelGroups* groups) {
-  auto backend = make_backend(test_device());
+RunResult run(const test::Fixture& f, const ParallelGroups* groups, const std::string& device) {
+  auto backend = make_backend(device);
   auto model = load_model({.dir = f.dir, .parallel = groups}, *backend);
   EngineConfig config{.block_size = 4, .kv_blocks = 64, .scheduler = {.max_batch_tokens = 7, .max_seqs = 8}};
   Engine engine(*model, *backend, config);
@@ -104,7 +107,8 @@ TEST_P(LayoutMatrix, EveryLayoutEqualsOneRank) {
   const test::Fixture f = test::load_fixture(GetParam());
   auto single_world = make_single_rank_communicator();
   auto single_groups = make_single_rank_groups(*single_world);
-  const RunResult want = run(f, single_groups.get());
+  const std::string device = test_nccl() ? "cuda:" + std::to_string(local_rank(g_world->rank())) : test_device();
+  const RunResult want = run(f, single_groups.get(), device);
   int ran = 0;
   for (const LayoutRequest& request : layouts_for(world)) {
     const std::string refusal = planner_refusal(f, request, world);
@@ -115,8 +119,14 @@ TEST_P(LayoutMatrix, EveryLayoutEqualsOneRank) {
     }
     const ResolvedSizes resolved = resolve_layout_sizes(request, world);
     SCOPED_TRACE(f.name + " " + request.flags() + " = " + describe_sizes(resolved.sizes));
-    auto groups = make_parallel_groups(*g_world, Mapping(resolved.sizes));
-    const RunResult got = run(f, groups.get());
+    RankGroups rank;
+    if (test_nccl()) {
+      rank = make_rank_groups(*g_world, Mapping(resolved.sizes), {}, "cuda");
+    } else {
+      rank.device = device;
+      rank.groups = make_parallel_groups(*g_world, Mapping(resolved.sizes));
+    }
+    const RunResult got = run(f, rank.groups.get(), rank.device);
     ASSERT_EQ(got.tokens.size(), want.tokens.size());
     double worst = 0;
     for (size_t i = 0; i < want.tokens.size(); ++i) {

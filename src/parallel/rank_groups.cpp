@@ -1,9 +1,8 @@
 // Device and communicators per rank.
-#include "apps/rank_groups.h"
+#include "parallel/rank_groups.h"
 
 #include <cstdlib>
 
-#include "base/log.h"
 #ifdef SY_WITH_NCCL
 #include "parallel/nccl_communicator.h"
 #endif
