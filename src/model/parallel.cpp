@@ -34,11 +34,6 @@ ShardPlan make_shard_plan(const ParallelGroups* groups, int64_t n_layers) {
   p.etp = s.etp, p.etp_rank = c.etp_rank;
   p.edp = s.edp, p.edp_rank = c.edp_rank;
   p.dense = s.dense_tp, p.dense_rank = c.dense_tp_rank;
-  // Dense layers, shared experts and the vocabulary run on the tokens of this rank's attention group;
-  // a dense_tp group that spans several dp replicas would need their tokens gathered first.
-  SY_CHECK(s.tp % s.dense_tp == 0, "--dense-tp {} with --tp {} --dp {}: a dense_tp group would span attention "
-           "data-parallel replicas, which execution does not support yet; use a --dense-tp that divides --tp (the "
-           "default is --dense-tp {})", s.dense_tp, s.tp, s.dp, s.tp);
   SY_CHECK(s.pp <= n_layers, "--pp {} exceeds the {} decoder layers built", s.pp, n_layers);
   const std::vector<int64_t> counts = stage_layer_counts(n_layers, s.pp, groups->pp_layers);
   p.first_layer = std::accumulate(counts.begin(), counts.begin() + c.pp_rank, int64_t{0});
@@ -69,6 +64,27 @@ void ModelComm::all_reduce(Communicator& c, float* x, int64_t n) {
   backend_.copy_to_host(h, x, bytes);
   c.all_reduce_sum(h, n);
   backend_.copy_to_device(x, h, bytes);
+}
+
+void ModelComm::reduce_scatter(Communicator& c, const float* send, float* recv, int64_t count) {
+  backend_.mark(Phase::communication);
+  const size_t bytes = static_cast<size_t>(count) * sizeof(float);
+  if (direct(c)) {
+    if (c.device_memory()) backend_.synchronize();
+    c.reduce_scatter_sum(send, recv, count);
+    return c.wait();
+  }
+  auto* hs = static_cast<float*>(stage(0, bytes * static_cast<size_t>(c.size())));
+  auto* hr = static_cast<float*>(stage(1, bytes));
+  backend_.copy_to_host(hs, send, bytes * static_cast<size_t>(c.size()));
+  c.reduce_scatter_sum(hs, hr, count);
+  backend_.copy_to_device(recv, hr, bytes);
+}
+
+std::vector<int64_t> ModelComm::gather_counts(Communicator& c, int64_t mine) {
+  const std::vector<int64_t> send(static_cast<size_t>(c.size()), mine);
+  std::vector<int64_t> got = exchange_counts(c, send);  // got[r] = rank r's entry for me = its `mine`
+  return got;
 }
 
 void ModelComm::all_gather(Communicator& c, const float* send, float* recv, int64_t count) {

@@ -37,6 +37,10 @@ struct ShardPlan {
   int64_t n_layers = 0;
 
   bool single() const { return groups == nullptr || groups->single(); }
+  // Whether a dense_tp group spans several attention dp replicas (dense_tp does not divide tp): its
+  // members then hold different tokens, which dense layers gather first (SGLang's dense TP over
+  // data-parallel attention). Otherwise the group sits inside one tp group and shares its tokens.
+  bool dense_spans_dp() const { return tp % dense != 0; }
   bool first_stage() const { return pp_rank == 0; }
   bool last_stage() const { return pp_rank == pp - 1; }
   // The stage rank of the MoE coordinates (edp, ep, etp) inside this rank's stage.
@@ -56,6 +60,10 @@ class ModelComm {
  public:
   explicit ModelComm(Backend& backend) : backend_(backend) {}
   void all_reduce(Communicator& c, float* x, int64_t n);
+  // recv[i] = Σ over ranks r of (send of rank r)[rank()·count + i]; send holds size()·count floats.
+  void reduce_scatter(Communicator& c, const float* send, float* recv, int64_t count);
+  // Every rank's `mine`, in rank order (host values).
+  std::vector<int64_t> gather_counts(Communicator& c, int64_t mine);
   // recv[r·count + i] = send[i] of rank r (floats).
   void all_gather(Communicator& c, const float* send, float* recv, int64_t count);
   // As Communicator::all_to_all_v, in floats or int32s (dtype), over backend memory.

@@ -15,7 +15,10 @@ namespace sy {
 
 namespace {
 
-enum ScratchId : int { kIndices = 0, kResidual, kNormed, kBlockOut, kLastHidden, kLogits, kVocabGather };
+enum ScratchId : int {
+  kIndices = 0, kResidual, kNormed, kBlockOut, kLastHidden, kLogits, kVocabGather,
+  kDensePad, kDenseAll, kDenseOut, kDenseIds
+};
 
 class Transformer final : public Model {
  public:
@@ -222,6 +225,143 @@ class Transformer final : public Model {
 
   // This rank's stage over the tokens of one micro-batch of its dp rank (possibly none: it still serves
   // its experts to the other dp ranks). Appends the logits of lb.logit_rows to `logits` on the last stage.
+  // The rows a dense_tp group computes together (dense MLPs, shared experts, embedding, LM head). Inside a
+  // tp group the members hold the same tokens: the rows are this rank's T. A group spanning dp replicas
+  // gathers every member's rows, each member's block padded to the longest (n · max_t rows).
+  struct DenseRows {
+    bool gathered = false;
+    int64_t T = 0;
+    int64_t max_t = 0;
+    int n = 1;
+    int me = 0;
+    int64_t rows() const { return gathered ? n * max_t : T; }
+  };
+
+  DenseRows dense_rows(int64_t T) {
+    DenseRows r{.gathered = plan_.dense_spans_dp(), .T = T, .max_t = T};
+    if (!r.gathered) return r;
+    Communicator& dense = *plan_.groups->dense;
+    r.n = dense.size();
+    r.me = dense.rank();
+    r.max_t = 0;
+    for (int64_t t : comm_.gather_counts(dense, T)) r.max_t = std::max(r.max_t, t);
+    return r;
+  }
+
+  // x [T, H] → every member's rows [n · max_t, H] (zero padding), or x itself inside a tp group.
+  const float* dense_gather(const DenseRows& r, const float* x) {
+    if (!r.gathered) return x;
+    const int64_t H = spec_.info.hidden_size;
+    float* pad = scratch_.get<float>(kDensePad, r.max_t * H);
+    backend_.zero(pad, static_cast<size_t>(r.max_t * H) * sizeof(float));
+    if (r.T > 0) backend_.copy_on_device(pad, x, static_cast<size_t>(r.T * H) * sizeof(float));
+    float* all = scratch_.get<float>(kDenseAll, r.rows() * H);
+    comm_.all_gather(*plan_.groups->dense, pad, all, r.max_t * H);
+    return all;
+  }
+
+  // y [rows, H] partial sums over the group → this rank's complete T rows, written to (or added onto) out.
+  void dense_reduce(const DenseRows& r, float* y, float* out, bool add) {
+    const int64_t H = spec_.info.hidden_size;
+    float* mine = y;
+    if (r.gathered) {
+      mine = scratch_.get<float>(kDensePad, r.max_t * H);
+      comm_.reduce_scatter(*plan_.groups->dense, y, mine, r.max_t * H);
+    } else {
+      comm_.all_reduce(*plan_.groups->dense, y, r.T * H);
+    }
+    if (r.T == 0) return;
+    backend_.mark(Phase::dense);
+    if (add) {
+      backend_.add(out, mine, r.T * H);
+    } else if (mine != out) {
+      backend_.copy_on_device(out, mine, static_cast<size_t>(r.T * H) * sizeof(float));
+    }
+  }
+
+  // A SwiGLU MLP sharded over dense_tp (a dense layer or the shared experts) on this rank's tokens.
+  void dense_block(const StepContext& step, const DenseRows& r, const DenseMlpWeights& w, const float* x, float* out,
+                   bool add) {
+    if (r.rows() == 0) return;
+    const float* in = dense_gather(r, x);
+    float* y = add || r.gathered ? scratch_.get<float>(kDenseOut, r.rows() * spec_.info.hidden_size) : out;
+    StepContext s = step;
+    s.tokens = r.rows();
+    dense_mlp_forward(s, scratch_, w, in, y);
+    dense_reduce(r, y, out, add);
+  }
+
+  // Vocabulary-parallel embedding of this rank's tokens into `out` [T, H].
+  void embed(const DenseRows& r, const ForwardBatch& lb, const int32_t* dev_local_tokens, float* out) {
+    const int64_t H = spec_.info.hidden_size;
+    if (r.rows() == 0) return;
+    backend_.mark(Phase::other);
+    if (!r.gathered) {
+      backend_.embedding(spec_.embed, dev_local_tokens, out, r.T, H);
+      comm_.all_reduce(*plan_.groups->dense, out, r.T * H);  // each row comes from the one rank holding it
+      return;
+    }
+    // Every member's token ids (exact as floats below 2^24), mapped to this rank's rows.
+    std::vector<float> mine(static_cast<size_t>(r.max_t), -1.0f), all(static_cast<size_t>(r.rows()));
+    for (int64_t i = 0; i < r.T; ++i) mine[static_cast<size_t>(i)] = static_cast<float>(lb.tokens[static_cast<size_t>(i)]);
+    comm_.all_gather_host(*plan_.groups->dense, mine.data(), all.data(), r.max_t);
+    const Share& vs = spec_.vocab_share;
+    std::vector<int32_t> ids(all.size());
+    for (size_t i = 0; i < all.size(); ++i) {
+      const auto t = static_cast<int64_t>(all[i]);
+      ids[i] = static_cast<int32_t>(t >= vs.start && t < vs.start + vs.count ? t - vs.start : vs.count);
+    }
+    auto* dev_ids = scratch_.get<int32_t>(kDenseIds, r.rows());
+    backend_.copy_to_device(dev_ids, ids.data(), ids.size() * sizeof(int32_t));
+    float* y = scratch_.get<float>(kDenseOut, r.rows() * H);
+    backend_.embedding(spec_.embed, dev_ids, y, r.rows(), H);
+    dense_reduce(r, y, out, false);
+  }
+
+  // Vocabulary-parallel LM head over the rows `rows` of normed: appends their logits [R, V] to `logits`.
+  void head(const DenseRows& dr, const float* normed, const int32_t* rows, int64_t R, std::vector<float>& logits) {
+    const int64_t H = spec_.info.hidden_size, V = spec_.info.vocab_size, n_dense = plan_.dense;
+    const int64_t chunk = (V + n_dense - 1) / n_dense;
+    // Rows computed together: this rank's R, or every dense member's, padded to the most.
+    DenseRows r{.gathered = dr.gathered, .T = R, .max_t = R, .n = dr.n, .me = dr.me};
+    if (r.gathered) {
+      r.max_t = 0;
+      for (int64_t t : comm_.gather_counts(*plan_.groups->dense, R)) r.max_t = std::max(r.max_t, t);
+    }
+    if (r.rows() == 0) return;
+    backend_.mark(Phase::dense);
+    float* last = scratch_.get<float>(kLastHidden, std::max<int64_t>(R, 1) * H);
+    if (R > 0) backend_.gather_rows(normed, rows, last, R, H);
+    const float* in = dense_gather(r, last);
+    backend_.mark(Phase::dense);
+    float* part = scratch_.get<float>(kLogits, r.rows() * chunk);
+    if (spec_.vocab_share.count > 0) backend_.linear(in, spec_.lm_head, nullptr, part, r.rows(), spec_.vocab_share.count, H);
+    const size_t base = logits.size();
+    logits.resize(base + static_cast<size_t>(R * V));
+    if (n_dense == 1) {
+      backend_.mark(Phase::other);
+      backend_.copy_to_host(logits.data() + base, part, static_cast<size_t>(R * V) * sizeof(float));
+      return;
+    }
+    const int64_t block = r.rows() * chunk;  // one vocabulary share of every row computed here
+    float* all = scratch_.get<float>(kVocabGather, block * n_dense);
+    comm_.all_gather(*plan_.groups->dense, part, all, block);
+    host_vocab_.resize(static_cast<size_t>(block * n_dense));
+    backend_.mark(Phase::other);
+    backend_.copy_to_host(host_vocab_.data(), all, host_vocab_.size() * sizeof(float));
+    const int64_t first = r.gathered ? r.me * r.max_t : 0;  // this rank's rows among those computed
+    for (int v = 0; v < n_dense; ++v) {
+      const Share sh = ceil_share(V, v, static_cast<int>(n_dense));
+      for (int64_t i = 0; i < R; ++i) {
+        std::copy_n(host_vocab_.data() + static_cast<size_t>(v * block + (first + i) * sh.count), sh.count,
+                    logits.data() + base + static_cast<size_t>(i * V + sh.start));
+      }
+    }
+  }
+
+  // This rank's stage over the tokens of one micro-batch of its dp rank (possibly none: it still serves
+  // its experts to the other dp ranks and its dense_tp group). Appends the logits of lb.logit_rows to
+  // `logits` on the last stage.
   void run_stage(const ForwardBatch& lb, const KvCacheView& kv, std::vector<float>& logits) {
     const int64_t T = static_cast<int64_t>(lb.tokens.size()), H = spec_.info.hidden_size;
     const auto R = static_cast<int64_t>(lb.logit_rows.size());
@@ -235,15 +375,11 @@ class Transformer final : public Model {
     const float eps = spec_.norm_eps;
     Communicator& pp = *plan_.groups->pp;
     Communicator& tp = *plan_.groups->tp;
-    Communicator& dense = *plan_.groups->dense;
     const int64_t top_k = has_indexer_ ? first_indexer_top_k() : 0;
+    const DenseRows dense = dense_rows(T);
 
     if (plan_.first_stage()) {
-      if (T > 0) {
-        backend_.mark(Phase::other);
-        backend_.embedding(spec_.embed, d.tokens, residual, T, H);
-        comm_.all_reduce(dense, residual, T * H);  // each token's row comes from the one rank holding it
-      }
+      embed(dense, lb, d.tokens, residual);
     } else if (T > 0) {
       comm_.recv(pp, residual, T * H, DType::f32, plan_.pp_rank - 1);
       if (has_indexer_) comm_.recv(pp, indexer_selection(scratch_, T, top_k), T * top_k, DType::i32, plan_.pp_rank - 1);
@@ -269,16 +405,14 @@ class Transformer final : public Model {
         backend_.mark(Phase::norms);
         backend_.add_rms_norm(residual, block_out, layer.post_attn_norm, normed, T, H, eps);
       }
-      if (layer.moe_config && !tp_only_moe) {
+      if (!layer.moe_config) {
+        dense_block(step, dense, layer.mlp, normed, block_out, false);
+      } else if (!tp_only_moe) {
         moe_forward_parallel(step, scratch_, *layer.moe_config, layer.moe, normed, block_out, plan_, comm_);
+        if (layer.moe_config->shared_inter > 0) dense_block(step, dense, layer.moe.shared, normed, block_out, true);
       } else if (T > 0) {
-        if (layer.moe_config) {
-          moe_forward(step, scratch_, *layer.moe_config, layer.moe, normed, block_out);
-          comm_.all_reduce(tp, block_out, T * H);
-        } else {
-          dense_mlp_forward(step, scratch_, layer.mlp, normed, block_out);
-          comm_.all_reduce(dense, block_out, T * H);
-        }
+        moe_forward(step, scratch_, *layer.moe_config, layer.moe, normed, block_out);
+        comm_.all_reduce(tp, block_out, T * H);
       }
       if (T == 0) continue;
       backend_.mark(Phase::norms);
@@ -299,36 +433,7 @@ class Transformer final : public Model {
       }
       return;
     }
-    if (R == 0) return;
-    // Vocabulary-parallel head: each dense_tp rank's rows of the logits, gathered (padded to equal shares).
-    const int64_t V = spec_.info.vocab_size, n_dense = plan_.dense;
-    const int64_t chunk = (V + n_dense - 1) / n_dense;
-    backend_.mark(Phase::dense);
-    float* last = scratch_.get<float>(kLastHidden, R * H);
-    backend_.gather_rows(normed, d.rows, last, R, H);
-    float* part = scratch_.get<float>(kLogits, R * chunk);
-    if (spec_.vocab_share.count > 0) {
-      backend_.linear(last, spec_.lm_head, nullptr, part, R, spec_.vocab_share.count, H);
-    }
-    const size_t base = logits.size();
-    logits.resize(base + static_cast<size_t>(R * V));
-    if (n_dense == 1) {
-      backend_.mark(Phase::other);
-      backend_.copy_to_host(logits.data() + base, part, static_cast<size_t>(R * V) * sizeof(float));
-      return;
-    }
-    float* all = scratch_.get<float>(kVocabGather, R * chunk * n_dense);
-    comm_.all_gather(dense, part, all, R * chunk);
-    host_vocab_.resize(static_cast<size_t>(R * chunk * n_dense));
-    backend_.mark(Phase::other);
-    backend_.copy_to_host(host_vocab_.data(), all, host_vocab_.size() * sizeof(float));
-    for (int r = 0; r < n_dense; ++r) {
-      const Share sh = ceil_share(V, r, static_cast<int>(n_dense));
-      for (int64_t i = 0; i < R; ++i) {
-        std::copy_n(host_vocab_.data() + static_cast<size_t>(r * R * chunk + i * sh.count), sh.count,
-                    logits.data() + base + static_cast<size_t>(i * V + sh.start));
-      }
-    }
+    head(dense, normed, d.rows, R, logits);
   }
 
   int64_t first_indexer_top_k() const {

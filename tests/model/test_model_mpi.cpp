@@ -78,19 +78,23 @@ LayoutRequest request_of(const std::vector<std::pair<Axis, int>>& sizes) {
   return r;
 }
 
-// The layouts of the issue, by world size. ep 8 cannot pair with tp 8 here (the fixtures have 4 or 6
-// heads), so it runs with attention data parallelism instead.
+// The layouts of the issue, by world size, and dense TP across attention data-parallel replicas
+// (--dense-tp larger than --tp: the dense layers, shared experts and vocabulary gather the replicas'
+// tokens). ep 8 cannot pair with tp 8 here (the fixtures have 4 or 6 heads), so it runs with attention
+// data parallelism instead.
 std::vector<LayoutRequest> layouts_for(int world) {
   using A = Axis;
   switch (world) {
     case 2:
       return {request_of({{A::tp, 2}}), request_of({{A::ep, 2}}), request_of({{A::tp, 2}, {A::ep, 2}}),
-              request_of({{A::pp, 2}}), request_of({{A::dp, 2}, {A::ep, 2}})};
+              request_of({{A::pp, 2}}), request_of({{A::dp, 2}, {A::ep, 2}}),
+              request_of({{A::dp, 2}, {A::ep, 2}, {A::dense_tp, 2}})};
     case 4:
       return {request_of({{A::tp, 4}}), request_of({{A::ep, 4}}), request_of({{A::tp, 4}, {A::ep, 2}}),
               request_of({{A::pp, 2}, {A::tp, 2}}), request_of({{A::pp, 2}, {A::ep, 2}}),
               request_of({{A::dp, 2}, {A::tp, 2}, {A::ep, 4}}), request_of({{A::pp, 2}, {A::dp, 2}, {A::ep, 2}}),
-              request_of({{A::dp, 4}, {A::ep, 4}})};
+              request_of({{A::dp, 4}, {A::ep, 4}}), request_of({{A::dp, 2}, {A::tp, 2}, {A::ep, 4}, {A::dense_tp, 4}}),
+              request_of({{A::pp, 2}, {A::dp, 2}, {A::ep, 2}, {A::dense_tp, 2}})};
     case 8:
       return {request_of({{A::ep, 8}}), request_of({{A::dp, 8}, {A::ep, 8}}),
               request_of({{A::dp, 4}, {A::tp, 2}, {A::ep, 8}})};

@@ -221,13 +221,6 @@ void moe_forward_parallel(const StepContext& step, Scratch& scratch, const MoeCo
     comm.all_gather(*plan.groups->tp, own_out, gathered, chunk * H);
     be.copy_on_device(out, gathered, static_cast<size_t>(T * H) * sizeof(float));
   }
-  if (c.shared_inter > 0 && T > 0) {
-    float* shared = scratch.get<float>(kSharedOut, T * H);
-    dense_mlp_forward(step, scratch, w.shared, x, shared);
-    comm.all_reduce(*plan.groups->dense, shared, T * H);
-    be.mark(Phase::combine);
-    be.add(out, shared, T * H);
-  }
 }
 
 }  // namespace sy

@@ -82,8 +82,9 @@ void moe_forward(const StepContext& step, Scratch& scratch, const MoeConfig& c, 
 // sends each (token, expert) pair's activation to the ranks holding that expert (its ep rank, every etp
 // rank, this rank's edp replica) in one all-to-all-v, the experts run there, the results come back in a
 // second all-to-all-v and are combined with the routing weights; the tp group then gathers the tokens
-// back. Shared experts run on the dense_tp group. `out` is complete on return. Collective over the stage,
-// also with T == 0 (a dp rank without tokens in this step still serves its experts).
+// back. `out` holds the routed experts' sum on return; shared experts are the caller's (they run on the
+// dense_tp group). Collective over the stage, also with T == 0 (a dp rank without tokens in this step
+// still serves its experts).
 void moe_forward_parallel(const StepContext& step, Scratch& scratch, const MoeConfig& c, const MoeWeights& w,
                           const float* x, float* out, const ShardPlan& plan, ModelComm& comm);
 
