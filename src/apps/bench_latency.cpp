@@ -1,15 +1,20 @@
 // `switchyard bench latency`: engine-level prefill and decode timings per batch size, with the memory
-// (and compute) floor of each step from design.md, the ratio "% of limit", and where the time goes.
+// (and compute) floor of each step from design.md, the ratio "% of limit", and where the time goes. With a
+// layout every rank runs the same engine steps (the model is collective) and rank 0 reports.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
 #include "apps/commands.h"
+#include "apps/launch.h"
 #include "base/check.h"
+#include "base/log.h"
+#include "parallel/rank_groups.h"
 #include "runtime/engine.h"
 
 namespace sy {
@@ -28,6 +33,18 @@ struct BenchOptions {
   int64_t max_batch_tokens = 8192;
   int64_t block_size = 16;
   std::string json;
+  LayoutFlags layout;
+};
+
+// How this process takes part: alone, or as one rank of a layout.
+struct BenchRank {
+  std::string device;                      // this rank's backend
+  Communicator* world = nullptr;           // null: one rank
+  const ParallelGroups* groups = nullptr;  // with world
+  const LayoutCheck* check = nullptr;      // with world
+  std::string transport;                   // with world: "MPI (host memory)" or "NCCL"
+
+  bool reports() const { return world == nullptr || world->rank() == 0; }
 };
 
 using Clock = std::chrono::steady_clock;
@@ -42,8 +59,8 @@ double median(std::vector<double> v) {
 double measure_copy_bandwidth(Backend& be) {
   const size_t bytes = be.device() == Device::cpu ? (size_t(256) << 20) : (size_t(1) << 30);
   auto a = be.alloc(bytes), b = be.alloc(bytes);
-  be.fill_random_normal({.dst = a->data(), .n = static_cast<int64_t>(bytes / dtype_size(be.weight_dtype())),
-                         .seed = 1});
+  be.fill_random_normal(
+      {.dst = a->data(), .n = static_cast<int64_t>(bytes / dtype_size(be.weight_dtype())), .seed = 1});
   std::vector<double> t;
   for (int i = 0; i < 12; ++i) {
     be.synchronize();
@@ -98,8 +115,9 @@ struct BatchResult {
   double sampling_ms = 0, other_ms = 0;
 };
 
-BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t B, double bandwidth,
-                      double matrix_rate) {
+// Every rank of a layout runs this alike: the same prompts (the generator is seeded), the same steps.
+BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t B, double bandwidth, double matrix_rate,
+                      Communicator* world) {
   const ModelInfo& info = model.info();
   const int64_t per_seq = o.input_len + o.output_len;
   EngineConfig config{.block_size = o.block_size,
@@ -119,6 +137,9 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
     return std::all_of(ids.begin(), ids.end(), [&](int64_t id) { return !engine.result(id).output.empty(); });
   };
   be.synchronize();
+  // The ranks start the clock together: the first step's collectives would otherwise count the time the
+  // others took to set up.
+  if (world != nullptr) world->barrier();
   const auto t0 = Clock::now();
   while (!all_prefilled()) engine.step();
   be.synchronize();
@@ -126,8 +147,9 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   const double T = static_cast<double>(B * o.input_len);
   r.prefill_tok_s = T / (r.prefill_ms * 1e-3);
   const ReadCost& c = info.cost;
-  const double prefill_flops = 2.0 * T * c.active_params_per_token +
-                               2.0 * T * (static_cast<double>(o.input_len) / 2.0) * static_cast<double>(c.attn_heads_x_dims);
+  const double prefill_flops = 2.0 * T * c.active_params_per_token + 2.0 * T *
+                                                                         (static_cast<double>(o.input_len) / 2.0) *
+                                                                         static_cast<double>(c.attn_heads_x_dims);
   double prefill_bytes = c.always_bytes + T * c.embedding_row_bytes + T * c.kv_bytes_per_token;
   for (const auto& l : c.moe_layers) prefill_bytes += experts_touched(l, T) * l.expert_bytes;
   r.prefill_floor_ms = 1e3 * std::max(prefill_flops / matrix_rate, prefill_bytes / bandwidth);
@@ -159,7 +181,8 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   r.decode_step_ms = median(step_ms.empty() ? eager_ms : step_ms);
   r.eager_step_ms = median(eager_ms);
   r.decode_tok_s = static_cast<double>(B) / (r.decode_step_ms * 1e-3);
-  const double context = static_cast<double>(B) * (static_cast<double>(o.input_len) + static_cast<double>(o.output_len) / 2.0);
+  const double context =
+      static_cast<double>(B) * (static_cast<double>(o.input_len) + static_cast<double>(o.output_len) / 2.0);
   r.decode_floor_bytes = step_bytes(c, static_cast<double>(B), context);
   r.decode_floor_ms = 1e3 * r.decode_floor_bytes / bandwidth;
   const auto n = static_cast<double>(eager_ms.size());
@@ -175,58 +198,141 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   return r;
 }
 
-int run_bench_latency(const BenchOptions& o) {
+void check_options(const BenchOptions& o) {
   SY_CHECK(o.input_len >= 1 && o.output_len >= 2, "--input-len must be >= 1 and --output-len >= 2, got {} and {}",
            o.input_len, o.output_len);
   for (int64_t b : o.batches) SY_CHECK(b >= 1, "--batch sizes must be >= 1, got {}", b);
-  auto backend = make_backend(o.device);
+}
+
+// The layout, checked before any weight is read (as generate checks it); one rank without layout flags.
+GenerateLayout check_bench_layout(const BenchOptions& o, int launched_ranks) {
+  const int64_t largest = *std::max_element(o.batches.begin(), o.batches.end());
+  return check_generate_layout(o.layout, {.model_dir = o.model,
+                                          .random_weights = o.random_weights,
+                                          .max_layers = o.layers,
+                                          .max_batch_tokens = o.max_batch_tokens,
+                                          .kv_tokens = largest * (o.input_len + o.output_len),
+                                          .launched_ranks = launched_ranks});
+}
+
+// "12.345", or "-" for a figure that is not there.
+std::string cell(std::optional<double> v, int precision, const char* suffix = "") {
+  return v ? fmt::format("{:.{}f}{}", *v, precision, suffix) : "-";
+}
+
+int bench_latency(const BenchOptions& o, const BenchRank& rank) {
+  auto backend = make_backend(rank.device);
   const auto t_load = Clock::now();
-  auto model = load_model({.dir = o.model, .random_weights = o.random_weights, .seed = o.seed, .max_layers = o.layers},
+  auto model = load_model({.dir = o.model,
+                           .random_weights = o.random_weights,
+                           .seed = o.seed,
+                           .max_layers = o.layers,
+                           .parallel = rank.groups},
                           *backend);
   backend->synchronize();
   const double load_s = ms_since(t_load) / 1e3;
+  // Every rank measures its own device, at the same time as the others (a CPU rank shares the memory bus
+  // with them, as it does in the steps); rank 0's figures are reported.
   const double bandwidth = measure_copy_bandwidth(*backend);
   const double matrix_rate = measure_matrix_rate(*backend);
-  std::printf("model %s, %lld layers, %.2f GB of weights loaded in %.1f s; device %s: copy %.0f GB/s, matrix %.0f TFLOP/s\n",
-              model->info().architecture.c_str(), static_cast<long long>(model->info().n_layers),
-              static_cast<double>(model->info().weight_bytes) / 1e9, load_s, o.device.c_str(), bandwidth / 1e9,
-              matrix_rate / 1e12);
-  std::printf("input %lld, output %lld tokens per sequence; step ms: median decode step (captured where the device "
-              "can); eager ms and the phases (ms per step, device events): the first decode steps, uncaptured\n\n", static_cast<long long>(o.input_len),
-              static_cast<long long>(o.output_len));
-  std::printf("%6s %12s %9s | %9s %11s %9s %7s | %9s | %9s %7s %8s %8s %8s %7s %8s %7s\n", "batch",
-              "prefill tok/s", "% limit", "step ms", "decode tok/s", "floor ms", "% limit", "eager ms", "attention",
-              "router", "experts", "combine", "dense", "norms", "sampling", "other");
-  nlohmann::json out = {{"model", model->info().architecture}, {"device", o.device},
-                        {"layers", model->info().n_layers}, {"input_len", o.input_len}, {"output_len", o.output_len},
-                        {"copy_bandwidth_gb_s", bandwidth / 1e9}, {"matrix_tflop_s", matrix_rate / 1e12},
-                        {"weight_gb", static_cast<double>(model->info().weight_bytes) / 1e9}, {"results", nlohmann::json::array()}};
+  const ModelInfo& info = model->info();
+  const bool layout = rank.world != nullptr && rank.world->size() > 1;
+  // Under a layout each rank's model holds its share and reports the read cost of that share only (its
+  // stage's layers, its heads), so the whole-model floors of design.md cannot be formed from it.
+  const bool floors = !layout;
+  int64_t layers = info.n_layers;
+  double weight_gb = static_cast<double>(info.weight_bytes) / 1e9, fullest_gb = weight_gb;
+  if (layout) {
+    int64_t staged = 0;
+    for (int64_t n : rank.check->stage_layers) staged += n;
+    layers = staged > 0 ? staged : layers;
+    const auto mine = static_cast<int64_t>(info.weight_bytes);
+    std::vector<int64_t> all(static_cast<size_t>(rank.world->size()));
+    rank.world->all_gather(&mine, all.data(), 1, DType::i64);
+    weight_gb = 0;
+    for (int64_t b : all) weight_gb += static_cast<double>(b) / 1e9;
+    fullest_gb = static_cast<double>(*std::max_element(all.begin(), all.end())) / 1e9;
+  }
+  if (rank.reports()) {
+    if (layout) {
+      std::printf(
+          "model %s, %lld layers, %.2f GB of weights over %d ranks (%.2f GB on the fullest) loaded in %.1f s; "
+          "device %s on rank 0: copy %.0f GB/s, matrix %.0f TFLOP/s\n",
+          info.architecture.c_str(), static_cast<long long>(layers), weight_gb, rank.world->size(), fullest_gb, load_s,
+          rank.device.c_str(), bandwidth / 1e9, matrix_rate / 1e12);
+      std::printf(
+          "layout %s: %s; collectives over %s; times and phases are rank 0's; floors and %% of limit: "
+          "single rank only (each rank's model reports the read cost of its own share)\n",
+          layout_flags(rank.check->sizes).c_str(), describe_sizes(rank.check->sizes).c_str(), rank.transport.c_str());
+    } else {
+      std::printf(
+          "model %s, %lld layers, %.2f GB of weights loaded in %.1f s; device %s: copy %.0f GB/s, matrix %.0f "
+          "TFLOP/s\n",
+          info.architecture.c_str(), static_cast<long long>(layers), weight_gb, load_s, rank.device.c_str(),
+          bandwidth / 1e9, matrix_rate / 1e12);
+    }
+    std::printf(
+        "input %lld, output %lld tokens per sequence; step ms: median decode step (captured where the device "
+        "can); eager ms and the phases (ms per step, device events): the first decode steps, uncaptured\n\n",
+        static_cast<long long>(o.input_len), static_cast<long long>(o.output_len));
+    std::printf("%6s %12s %9s | %9s %11s %9s %7s | %9s | %9s %7s %8s %8s %8s %7s %13s %8s %7s\n", "batch",
+                "prefill tok/s", "% limit", "step ms", "decode tok/s", "floor ms", "% limit", "eager ms", "attention",
+                "router", "experts", "combine", "dense", "norms", "communication", "sampling", "other");
+    std::fflush(stdout);
+  }
+  nlohmann::json out = {{"model", info.architecture},
+                        {"device", rank.device},
+                        {"layers", layers},
+                        {"input_len", o.input_len},
+                        {"output_len", o.output_len},
+                        {"copy_bandwidth_gb_s", bandwidth / 1e9},
+                        {"matrix_tflop_s", matrix_rate / 1e12},
+                        {"weight_gb", weight_gb},
+                        {"results", nlohmann::json::array()}};
+  if (layout) {
+    out["ranks"] = rank.world->size();
+    out["layout"] = {{"flags", layout_flags(rank.check->sizes)}, {"sizes", describe_sizes(rank.check->sizes)}};
+    out["transport"] = rank.transport;
+    out["fullest_rank_weight_gb"] = fullest_gb;
+  }
   for (int64_t B : o.batches) {
-    const BatchResult r = run_batch(*model, *backend, o, B, bandwidth, matrix_rate);
+    const BatchResult r = run_batch(*model, *backend, o, B, bandwidth, matrix_rate, rank.world);
+    if (!rank.reports()) continue;
     const auto ph = [&](Phase p) { return r.phases[static_cast<size_t>(p)]; };
-    std::printf("%6lld %12.0f %8.1f%% | %9.3f %11.0f %9.3f %6.1f%% | %9.3f | %9.3f %7.3f %8.3f %8.3f %8.3f %7.3f %8.3f %7.3f\n",
-                static_cast<long long>(B), r.prefill_tok_s, 100.0 * r.prefill_floor_ms / r.prefill_ms, r.decode_step_ms,
-                r.decode_tok_s, r.decode_floor_ms, 100.0 * r.decode_floor_ms / r.decode_step_ms, r.eager_step_ms,
-                ph(Phase::attention),
-                ph(Phase::router), ph(Phase::experts), ph(Phase::combine), ph(Phase::dense), ph(Phase::norms),
-                r.sampling_ms, r.other_ms);
+    const auto if_floors = [&](double v) { return floors ? std::optional<double>(v) : std::nullopt; };
+    const std::optional<double> prefill_pct = if_floors(100.0 * r.prefill_floor_ms / r.prefill_ms);
+    const std::optional<double> floor_ms = if_floors(r.decode_floor_ms);
+    const std::optional<double> decode_pct = if_floors(100.0 * r.decode_floor_ms / r.decode_step_ms);
+    std::printf(
+        "%6lld %12.0f %9s | %9.3f %11.0f %9s %7s | %9.3f | %9.3f %7.3f %8.3f %8.3f %8.3f %7.3f %13.3f %8.3f "
+        "%7.3f\n",
+        static_cast<long long>(B), r.prefill_tok_s, cell(prefill_pct, 1, "%").c_str(), r.decode_step_ms, r.decode_tok_s,
+        cell(floor_ms, 3).c_str(), cell(decode_pct, 1, "%").c_str(), r.eager_step_ms, ph(Phase::attention),
+        ph(Phase::router), ph(Phase::experts), ph(Phase::combine), ph(Phase::dense), ph(Phase::norms),
+        ph(Phase::communication), r.sampling_ms, r.other_ms);
     std::fflush(stdout);
     nlohmann::json phases;
     for (int p = 0; p < kPhaseCount; ++p) {
-      if (static_cast<Phase>(p) != Phase::other) phases[phase_name(static_cast<Phase>(p))] = r.phases[static_cast<size_t>(p)];
+      if (static_cast<Phase>(p) != Phase::other)
+        phases[phase_name(static_cast<Phase>(p))] = r.phases[static_cast<size_t>(p)];
     }
     phases["sampling"] = r.sampling_ms;
     phases["other"] = r.other_ms;
-    out["results"].push_back({{"batch", B}, {"prefill_ms", r.prefill_ms}, {"prefill_tok_s", r.prefill_tok_s},
-                              {"prefill_floor_ms", r.prefill_floor_ms},
-                              {"prefill_pct_of_limit", 100.0 * r.prefill_floor_ms / r.prefill_ms},
-                              {"decode_step_ms", r.decode_step_ms}, {"decode_eager_step_ms", r.eager_step_ms},
+    const auto value = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    out["results"].push_back({{"batch", B},
+                              {"prefill_ms", r.prefill_ms},
+                              {"prefill_tok_s", r.prefill_tok_s},
+                              {"prefill_floor_ms", value(if_floors(r.prefill_floor_ms))},
+                              {"prefill_pct_of_limit", value(prefill_pct)},
+                              {"decode_step_ms", r.decode_step_ms},
+                              {"decode_eager_step_ms", r.eager_step_ms},
                               {"decode_tok_s", r.decode_tok_s},
-                              {"decode_floor_ms", r.decode_floor_ms}, {"decode_floor_bytes", r.decode_floor_bytes},
-                              {"decode_pct_of_limit", 100.0 * r.decode_floor_ms / r.decode_step_ms},
+                              {"decode_floor_ms", value(floor_ms)},
+                              {"decode_floor_bytes", value(if_floors(r.decode_floor_bytes))},
+                              {"decode_pct_of_limit", value(decode_pct)},
                               {"decode_phase_ms", phases}});
   }
-  if (!o.json.empty()) {
+  if (rank.reports() && !o.json.empty()) {
     std::ofstream f(o.json);
     SY_CHECK(f.good(), "cannot write --json file {}", o.json);
     f << out.dump(2) << "\n";
@@ -234,15 +340,44 @@ int run_bench_latency(const BenchOptions& o) {
   return 0;
 }
 
+// One rank of an mpirun launch: checks agreed on by every rank, the groups of the layout, the layout
+// printed by rank 0, then the benchmark.
+int run_bench_latency_rank(const BenchOptions& o, Launch& launch) {
+  Communicator& world = launch.join_world();
+  GenerateLayout layout;
+  if (!launch.check_on_every_rank([&] {
+        check_options(o);
+        layout = check_bench_layout(o, world.size());
+      })) {
+    return 2;
+  }
+  const LayoutCheck& check = layout.check;
+  const RankGroups groups = make_rank_groups(world, Mapping(check.sizes), check.request.pp_layers, o.device);
+  print_layout(world, check, layout.placed ? &*layout.placed : nullptr);
+  return bench_latency(o, {.device = groups.device,
+                           .world = &world,
+                           .groups = groups.groups.get(),
+                           .check = &check,
+                           .transport = groups.transport});
+}
+
+int run_bench_latency(const BenchOptions& o, Launch& launch) {
+  if (launch.under_mpirun()) return run_bench_latency_rank(o, launch);
+  check_options(o);
+  const LayoutCheck check = check_bench_layout(o, 0).check;
+  const int world = check.sizes.world_size();
+  if (world > 1) launch.rerun_under_mpirun(world);
+  return bench_latency(o, {.device = o.device});
+}
+
 }  // namespace
 
-CommandMain add_bench_command(CLI::App& app) {
+CommandMain add_bench_latency_command(CLI::App& bench, Launch& launch) {
   auto o = std::make_shared<BenchOptions>();
-  CLI::App* bench = app.add_subcommand("bench", "benchmarks");
-  bench->require_subcommand(1);
-  CLI::App* cmd = bench->add_subcommand("latency", "engine-level prefill and decode step times against the floor");
-  cmd->add_option("--model", o->model, "Hugging Face model folder (with --random-weights only config.json)")->required();
-  cmd->add_option("--device", o->device, "cpu, cuda or cuda:N");
+  CLI::App* cmd = bench.add_subcommand("latency", "engine-level prefill and decode step times against the floor");
+  cmd->add_option("--model", o->model, "Hugging Face model folder (with --random-weights only config.json)")
+      ->required();
+  cmd->add_option("--device", o->device, "cpu, cuda or cuda:N (with a layout, cuda gives each rank its local GPU)");
   cmd->add_flag("--random-weights", o->random_weights, "seeded random weights; only config.json is read");
   cmd->add_option("--seed", o->seed, "random-weight seed");
   cmd->add_option("--layers", o->layers, "keep only the first N layers")->check(CLI::PositiveNumber);
@@ -253,7 +388,8 @@ CommandMain add_bench_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 22));
   cmd->add_option("--block-size", o->block_size, "KV cache block size")->check(CLI::Range(1, 4096));
   cmd->add_option("--json", o->json, "also write the results as JSON to this file");
-  return [o, cmd] { return cmd->parsed() ? run_bench_latency(*o) : 2; };
+  add_layout_flags(cmd, o->layout);
+  return [o, &launch] { return run_bench_latency(*o, launch); };
 }
 
 }  // namespace sy

@@ -12,6 +12,7 @@
 
 namespace sy {
 
+class Communicator;
 class Launch;
 
 using CommandMain = std::function<int()>;
@@ -20,10 +21,13 @@ using CommandMain = std::function<int()>;
 CommandMain add_generate_command(CLI::App& app, Launch& launch);
 CommandMain add_plan_command(CLI::App& app);
 CommandMain add_inspect_command(CLI::App& app);
-CommandMain add_bench_command(CLI::App& app);
+// The subcommands of `bench` (`bench_cmd`): latency runs as one rank or as the ranks of a layout, comm as the
+// ranks of a launch, each started by itself or by mpirun as generate is.
+CommandMain add_bench_latency_command(CLI::App& bench_cmd, Launch& launch);
+CommandMain add_bench_comm_command(CLI::App& bench_cmd, Launch& launch);
 
 // The layout flags (--tp --dp --pp --ep --etp --edp --dense-tp --pp-layers) and the GPUs at hand
-// (--gpus --nodes --machine), shared by plan and generate; defined in plan.cpp.
+// (--gpus --nodes --machine), shared by plan, generate and bench latency; defined in plan.cpp.
 struct LayoutFlags {
   std::array<int, kAxes.size()> sizes{};  // by Axis, read only where given
   std::array<CLI::Option*, kAxes.size()> given{};
@@ -57,5 +61,10 @@ struct GenerateLayout {
   std::optional<Cluster> placed;  // with --machine: the GPUs the ranks are placed on
 };
 GenerateLayout check_generate_layout(const LayoutFlags& flags, const GenerateLayoutTarget& target);
+
+// Rank 0 prints the layout every rank runs, before any weight is read: the sizes, the completions, the
+// stages, and each rank's host, process id, coordinates and groups (with `cluster`: node, GPU, NUMA node).
+// Collective over `world` (the hosts and process ids are gathered); defined in generate.cpp.
+void print_layout(Communicator& world, const LayoutCheck& check, const Cluster* cluster);
 
 }  // namespace sy

@@ -91,9 +91,8 @@ GenerateLayout check_run(const GenerateOptions& o, const std::vector<std::vector
   return layout;
 }
 
-// Rank 0 prints the layout every rank runs, before any weight is read: the sizes, the completions, the
-// stages, and each rank's host, process id, coordinates and groups. Collective over the world (the hosts
-// and process ids are gathered).
+}  // namespace
+
 void print_layout(Communicator& world, const LayoutCheck& check, const Cluster* cluster) {
   struct RankPlace {
     char host[64];
@@ -148,6 +147,8 @@ void print_layout(Communicator& world, const LayoutCheck& check, const Cluster* 
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
 }
+
+namespace {
 
 // Loads the model (this rank's part of it, with `groups`), runs every prompt and, on rank 0, prints the
 // tokens and the throughput line and writes --logits-out.

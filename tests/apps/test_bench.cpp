@@ -1,0 +1,77 @@
+// `switchyard bench latency` and `bench comm` on one rank as a user runs them (cpu tier): one table with a
+// communication column that one rank leaves at zero, the JSON of the same figures, and flags refused before
+// anything starts. Runs of several ranks are the mpi tier's (test_bench_mpi.cpp).
+#include <gtest/gtest.h>
+
+#include "apps/bench_output.h"
+#include "common/fixture.h"
+
+namespace sy {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string qwen3() { return (test::fixtures_dir() / "qwen3_moe_base").string(); }
+
+TEST(BenchLatency, OneRankPrintsOneTableWithNoCommunication) {
+  const fs::path json = fs::temp_directory_path() / "sy_bench_latency_one.json";
+  const auto r = test::run_switchyard("bench latency --model " + qwen3() +
+                                      " --batch 1,2 --input-len 3 --output-len 3 --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(test::count_lines_starting(r.out, " batch"), 1u) << r.out;
+  const test::PhaseTable table = test::read_latency_table(r.out);
+  ASSERT_EQ(table.batches, (std::vector<int64_t>{1, 2})) << r.out;
+  const auto comm = table.column("communication");
+  ASSERT_TRUE(comm.has_value()) << r.out;
+  for (const auto& row : table.rows) {
+    ASSERT_EQ(row.size(), table.names.size()) << r.out;
+    EXPECT_EQ(std::stod(row[*comm]), 0.0) << r.out;
+  }
+
+  const nlohmann::json j = test::read_json(json);
+  ASSERT_TRUE(j.is_object()) << "no JSON in " << json;
+  EXPECT_FALSE(j.contains("layout")) << j.dump(1);
+  ASSERT_EQ(j["results"].size(), 2u);
+  for (const auto& res : j["results"]) {
+    EXPECT_EQ(res["decode_phase_ms"]["communication"].get<double>(), 0.0) << res.dump(1);
+    EXPECT_GT(res["decode_phase_ms"]["attention"].get<double>(), 0.0) << res.dump(1);
+    // One rank holds the whole model, so the floors are there.
+    EXPECT_GT(res["decode_floor_ms"].get<double>(), 0.0) << res.dump(1);
+    EXPECT_GT(res["prefill_pct_of_limit"].get<double>(), 0.0) << res.dump(1);
+  }
+  fs::remove(json);
+}
+
+// Refused before any rank starts or any weight is read: one line, exit code 2.
+TEST(BenchLatency, BrokenLayoutIsRefusedBeforeLoading) {
+  const auto r = test::run_switchyard("bench latency --model " + qwen3() + " --tp 4 --ep 3 --batch 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("[heads_divisible]"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("loaded"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("starting"), std::string::npos) << r.out;
+}
+
+TEST(BenchComm, RefusesWhatItCannotMeasure) {
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {"--ranks 1", "give --ranks 2 or more (got 1)"},
+      {"", "give --ranks W"},
+      {"--ranks 3 --model " + qwen3(), "the 8 experts of Qwen3MoeForCausalLM cannot be spread evenly over ep 3"},
+      {"--ranks 2 --min-bytes 4X", "--min-bytes '4X' is not a size in bytes"},
+      {"--ranks 2 --min-bytes 6 --max-bytes 64", "must be multiples of 4"},
+      {"--ranks 2 --min-bytes 8K --max-bytes 4K", "--min-bytes 8 KiB exceeds --max-bytes 4 KiB"},
+      {"--ranks 2 --tokens 0", "--tokens must be >= 1, got 0"},
+      {"--ranks 2 --model /nonexistent/model", "/nonexistent/model"},
+  };
+  for (const auto& c : cases) {
+    const auto r = test::run_switchyard("bench comm " + c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
+    EXPECT_EQ(test::error_lines(r.out), 1) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("starting"), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace sy

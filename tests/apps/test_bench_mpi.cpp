@@ -1,0 +1,115 @@
+// The benchmarks on two CPU ranks, each started by one command that re-runs itself under mpirun (mpi tier):
+// `bench latency` with a layout runs the engine on every rank and rank 0 alone prints one table whose
+// communication column is positive (and zero on one rank); `bench comm` prints every row with positive
+// times and bandwidths.
+#include <gtest/gtest.h>
+
+#include "apps/bench_output.h"
+#include "common/fixture.h"
+
+namespace sy {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string qwen3() { return (test::fixtures_dir() / "qwen3_moe_base").string(); }
+
+struct LatencyRun {
+  test::CommandResult result;
+  test::PhaseTable table;
+  nlohmann::json json;
+};
+
+LatencyRun bench_latency(const std::string& layout, const std::string& name) {
+  const fs::path json = fs::temp_directory_path() / ("sy_bench_latency_" + name + ".json");
+  fs::remove(json);
+  LatencyRun run;
+  run.result = test::run_switchyard("bench latency --model " + qwen3() +
+                                    " --batch 1,2 --input-len 3 --output-len 3 --json " + json.string() + " " + layout);
+  run.table = test::read_latency_table(run.result.out);
+  run.json = test::read_json(json);
+  fs::remove(json);
+  return run;
+}
+
+// The communication cells of the table, as numbers.
+std::vector<double> communication(const LatencyRun& run) {
+  std::vector<double> v;
+  const auto col = run.table.column("communication");
+  if (!col) return v;
+  for (const auto& row : run.table.rows) v.push_back(*col < row.size() ? std::stod(row[*col]) : -1.0);
+  return v;
+}
+
+TEST(BenchLatencyMpi, LayoutsReportCommunicationAndOneRankNone) {
+  const LatencyRun one = bench_latency("", "one");
+  ASSERT_EQ(one.result.code, 0) << one.result.out;
+  EXPECT_EQ(communication(one), (std::vector<double>{0.0, 0.0})) << one.result.out;
+
+  for (const std::string layout : {"--tp 2", "--ep 2 --dp 2"}) {
+    const LatencyRun run = bench_latency(layout, layout == "--tp 2" ? "tp2" : "ep2dp2");
+    const std::string& out = run.result.out;
+    ASSERT_EQ(run.result.code, 0) << layout << "\n" << out;
+    EXPECT_NE(out.find("starting 2 ranks"), std::string::npos) << layout << "\n" << out;
+    // Rank 0 alone reports: one header, one table with a row per batch size.
+    EXPECT_EQ(test::count_lines_starting(out, "model "), 1u) << layout << "\n" << out;
+    EXPECT_EQ(test::count_lines_starting(out, " batch"), 1u) << layout << "\n" << out;
+    EXPECT_EQ(run.table.batches, (std::vector<int64_t>{1, 2})) << layout << "\n" << out;
+    const std::vector<double> comm = communication(run);
+    ASSERT_EQ(comm.size(), 2u) << layout << "\n" << out;
+    for (double c : comm) EXPECT_GT(c, 0.0) << layout << "\n" << out;
+
+    ASSERT_TRUE(run.json.is_object()) << layout << ": rank 0 wrote no JSON\n" << out;
+    EXPECT_EQ(run.json["ranks"], 2) << run.json.dump(1);
+    EXPECT_FALSE(run.json["layout"]["flags"].get<std::string>().empty()) << run.json.dump(1);
+    EXPECT_FALSE(run.json["transport"].get<std::string>().empty()) << run.json.dump(1);
+    ASSERT_EQ(run.json["results"].size(), 2u) << run.json.dump(1);
+    for (const auto& res : run.json["results"]) {
+      EXPECT_GT(res["decode_phase_ms"]["communication"].get<double>(), 0.0) << res.dump(1);
+      EXPECT_GT(res["decode_tok_s"].get<double>(), 0.0) << res.dump(1);
+      // A rank's model reports the read cost of its own share only: no whole-model floor under a layout.
+      EXPECT_TRUE(res["decode_floor_ms"].is_null()) << res.dump(1);
+    }
+  }
+}
+
+TEST(BenchCommMpi, TwoRanksMeasureEveryRow) {
+  const fs::path json = fs::temp_directory_path() / "sy_bench_comm.json";
+  fs::remove(json);
+  const auto r =
+      test::run_switchyard("bench comm --ranks 2 --model " + qwen3() +
+                           " --tokens 1,8 --min-bytes 4K --max-bytes 16K --iters 3 --warmup 1 --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(test::count_lines_starting(r.out, "bench comm: 2 ranks"), 1u) << r.out;
+  EXPECT_EQ(test::count_lines_starting(r.out, "all-reduce  "), 1u) << r.out;  // the table's header
+  EXPECT_EQ(test::count_lines_starting(r.out, "tokens/rank"), 1u) << r.out;
+  // The table rows: two model step sizes and three sweep sizes, two EP token counts.
+  EXPECT_EQ(test::count_lines_starting(r.out, "1 token "), 1u) << r.out;
+  EXPECT_EQ(test::count_lines_starting(r.out, "8 tokens "), 1u) << r.out;
+  EXPECT_EQ(test::count_lines_starting(r.out, "sweep "), 3u) << r.out;
+
+  const nlohmann::json j = test::read_json(json);
+  ASSERT_TRUE(j.is_object()) << "rank 0 wrote no JSON\n" << r.out;
+  ASSERT_EQ(j["all_reduce"].size(), 5u) << j.dump(1);
+  for (const auto& row : j["all_reduce"]) {
+    EXPECT_GT(row["bytes"].get<int64_t>(), 0) << row.dump(1);
+    EXPECT_GT(row["time_us"].get<double>(), 0.0) << row.dump(1);
+    EXPECT_GT(row["busbw_gb_s"].get<double>(), 0.0) << row.dump(1);
+  }
+  ASSERT_EQ(j["ep"]["results"].size(), 2u) << j.dump(1);
+  EXPECT_EQ(j["ep"]["ep"], 2);
+  for (const auto& row : j["ep"]["results"]) {
+    EXPECT_EQ(row["pairs_per_rank"].get<int64_t>(),
+              row["tokens_per_rank"].get<int64_t>() * j["ep"]["top_k"].get<int64_t>())
+        << row.dump(1);
+    for (const char* key : {"activation_bytes_per_rank", "counts_us", "ids_us", "dispatch_us", "combine_us", "step_us",
+                            "step_busbw_gb_s", "dispatch_busbw_gb_s", "all_to_all_us", "all_to_all_busbw_gb_s"}) {
+      EXPECT_GT(row[key].get<double>(), 0.0) << key << " in " << row.dump(1);
+    }
+    EXPECT_GE(row["recv_rows_max_over_mean"].get<double>(), 1.0) << row.dump(1);
+  }
+  fs::remove(json);
+}
+
+}  // namespace
+}  // namespace sy
