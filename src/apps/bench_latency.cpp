@@ -215,11 +215,6 @@ GenerateLayout check_bench_layout(const BenchOptions& o, int launched_ranks) {
                                           .launched_ranks = launched_ranks});
 }
 
-// "12.345", or "-" for a figure that is not there.
-std::string cell(std::optional<double> v, int precision, const char* suffix = "") {
-  return v ? fmt::format("{:.{}f}{}", *v, precision, suffix) : "-";
-}
-
 int bench_latency(const BenchOptions& o, const BenchRank& rank) {
   auto backend = make_backend(rank.device);
   const auto t_load = Clock::now();
@@ -237,9 +232,9 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
   const double matrix_rate = measure_matrix_rate(*backend);
   const ModelInfo& info = model->info();
   const bool layout = rank.world != nullptr && rank.world->size() > 1;
-  // Under a layout each rank's model holds its share and reports the read cost of that share only (its
-  // stage's layers, its heads), so the whole-model floors of design.md cannot be formed from it.
-  const bool floors = !layout;
+  // The model reports the read cost of the whole model on every rank; under a layout the limits are those
+  // of all W devices together (W × the bandwidth and matrix rate measured on this rank's device).
+  const double ranks = layout ? static_cast<double>(rank.world->size()) : 1.0;
   int64_t layers = info.n_layers;
   double weight_gb = static_cast<double>(info.weight_bytes) / 1e9, fullest_gb = weight_gb;
   if (layout) {
@@ -261,9 +256,10 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
           info.architecture.c_str(), static_cast<long long>(layers), weight_gb, rank.world->size(), fullest_gb, load_s,
           rank.device.c_str(), bandwidth / 1e9, matrix_rate / 1e12);
       std::printf(
-          "layout %s: %s; collectives over %s; times and phases are rank 0's; floors and %% of limit: "
-          "single rank only (each rank's model reports the read cost of its own share)\n",
-          layout_flags(rank.check->sizes).c_str(), describe_sizes(rank.check->sizes).c_str(), rank.transport.c_str());
+          "layout %s: %s; collectives over %s; times and phases are rank 0's; floors: the whole model's bytes "
+          "and FLOPs over all %d devices' bandwidth and matrix rate\n",
+          layout_flags(rank.check->sizes).c_str(), describe_sizes(rank.check->sizes).c_str(), rank.transport.c_str(),
+          rank.world->size());
     } else {
       std::printf(
           "model %s, %lld layers, %.2f GB of weights loaded in %.1f s; device %s: copy %.0f GB/s, matrix %.0f "
@@ -296,18 +292,16 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
     out["fullest_rank_weight_gb"] = fullest_gb;
   }
   for (int64_t B : o.batches) {
-    const BatchResult r = run_batch(*model, *backend, o, B, bandwidth, matrix_rate, rank.world);
+    const BatchResult r = run_batch(*model, *backend, o, B, bandwidth * ranks, matrix_rate * ranks, rank.world);
     if (!rank.reports()) continue;
     const auto ph = [&](Phase p) { return r.phases[static_cast<size_t>(p)]; };
-    const auto if_floors = [&](double v) { return floors ? std::optional<double>(v) : std::nullopt; };
-    const std::optional<double> prefill_pct = if_floors(100.0 * r.prefill_floor_ms / r.prefill_ms);
-    const std::optional<double> floor_ms = if_floors(r.decode_floor_ms);
-    const std::optional<double> decode_pct = if_floors(100.0 * r.decode_floor_ms / r.decode_step_ms);
+    const double prefill_pct = 100.0 * r.prefill_floor_ms / r.prefill_ms;
+    const double decode_pct = 100.0 * r.decode_floor_ms / r.decode_step_ms;
     std::printf(
-        "%6lld %12.0f %9s | %9.3f %11.0f %9s %7s | %9.3f | %9.3f %7.3f %8.3f %8.3f %8.3f %7.3f %13.3f %8.3f "
-        "%7.3f\n",
-        static_cast<long long>(B), r.prefill_tok_s, cell(prefill_pct, 1, "%").c_str(), r.decode_step_ms, r.decode_tok_s,
-        cell(floor_ms, 3).c_str(), cell(decode_pct, 1, "%").c_str(), r.eager_step_ms, ph(Phase::attention),
+        "%6lld %12.0f %8.1f%% | %9.3f %11.0f %9.3f %6.1f%% | %9.3f | %9.3f %7.3f %8.3f %8.3f %8.3f %7.3f %13.3f "
+        "%8.3f %7.3f\n",
+        static_cast<long long>(B), r.prefill_tok_s, prefill_pct, r.decode_step_ms, r.decode_tok_s, r.decode_floor_ms,
+        decode_pct, r.eager_step_ms, ph(Phase::attention),
         ph(Phase::router), ph(Phase::experts), ph(Phase::combine), ph(Phase::dense), ph(Phase::norms),
         ph(Phase::communication), r.sampling_ms, r.other_ms);
     std::fflush(stdout);
@@ -318,18 +312,17 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
     }
     phases["sampling"] = r.sampling_ms;
     phases["other"] = r.other_ms;
-    const auto value = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
     out["results"].push_back({{"batch", B},
                               {"prefill_ms", r.prefill_ms},
                               {"prefill_tok_s", r.prefill_tok_s},
-                              {"prefill_floor_ms", value(if_floors(r.prefill_floor_ms))},
-                              {"prefill_pct_of_limit", value(prefill_pct)},
+                              {"prefill_floor_ms", r.prefill_floor_ms},
+                              {"prefill_pct_of_limit", prefill_pct},
                               {"decode_step_ms", r.decode_step_ms},
                               {"decode_eager_step_ms", r.eager_step_ms},
                               {"decode_tok_s", r.decode_tok_s},
-                              {"decode_floor_ms", value(floor_ms)},
-                              {"decode_floor_bytes", value(if_floors(r.decode_floor_bytes))},
-                              {"decode_pct_of_limit", value(decode_pct)},
+                              {"decode_floor_ms", r.decode_floor_ms},
+                              {"decode_floor_bytes", r.decode_floor_bytes},
+                              {"decode_pct_of_limit", decode_pct},
                               {"decode_phase_ms", phases}});
   }
   if (rank.reports() && !o.json.empty()) {

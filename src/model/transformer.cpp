@@ -2,6 +2,7 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -25,6 +26,8 @@ class Transformer final : public Model {
   Transformer(TransformerSpec spec, WeightStore weights, Backend& backend, const ShardPlan& plan)
       : spec_(std::move(spec)), weights_(std::move(weights)), backend_(backend), plan_(plan), scratch_(backend),
         comm_(backend) {
+    // What a step reads of the whole model (not of this rank's share): the basis of the memory floor.
+    const ReadCost stage_cost = read_cost();
     // Attention configs to this rank's heads; the KV cache to this rank's layers and KV heads.
     for (DecoderLayer& l : spec_.layers) {
       if (l.mla_config) {
@@ -38,7 +41,7 @@ class Transformer final : public Model {
     if (!spec_.layers[0].mla_config) spec_.info.kv.kv_heads = spec_.layers[0].attn_config.kv_heads;
     spec_.info.dp_size = plan_.dp;
     spec_.info.weight_bytes = weights_.bytes;
-    spec_.info.cost = read_cost();
+    spec_.info.cost = plan_.pp > 1 ? sum_over_stages(stage_cost) : stage_cost;
     for (const DecoderLayer& l : spec_.layers) has_indexer_ = has_indexer_ || (l.mla_config && l.mla_config->indexer);
     inv_freq_ = backend_.alloc(spec_.rope.inv_freq.size() * sizeof(float));
     backend_.copy_to_device(inv_freq_->data(), spec_.rope.inv_freq.data(), inv_freq_->size());
@@ -520,14 +523,52 @@ class Transformer final : public Model {
     scratch_generation_ = scratch_.generation();
   }
 
+  // The read cost of the whole model from every stage's share: sums, and the MoE layers in stage order.
+  // Collective over the pp group.
+  ReadCost sum_over_stages(const ReadCost& mine) {
+    const auto& moe = mine.moe_layers;
+    const ReadCost::MoeLayer first = moe.empty() ? ReadCost::MoeLayer{} : moe.front();
+    for (const auto& m : moe) {
+      SY_CHECK(m.n_experts == first.n_experts && m.top_k == first.top_k && m.expert_bytes == first.expert_bytes,
+               "the MoE layers of one stage differ in shape; the read cost assumes they do not");
+    }
+    constexpr int kFields = 9;
+    const std::array<float, kFields> send = {
+        static_cast<float>(mine.always_bytes), static_cast<float>(mine.embedding_row_bytes),
+        static_cast<float>(mine.kv_bytes_per_token), static_cast<float>(mine.active_params_per_token),
+        static_cast<float>(mine.attn_heads_x_dims), static_cast<float>(moe.size()),
+        static_cast<float>(first.n_experts), static_cast<float>(first.top_k), static_cast<float>(first.expert_bytes)};
+    std::vector<float> all(static_cast<size_t>(kFields * plan_.pp));
+    comm_.all_gather_host(*plan_.groups->pp, send.data(), all.data(), kFields);
+    ReadCost c;
+    for (int p = 0; p < plan_.pp; ++p) {
+      const float* f = all.data() + static_cast<size_t>(p * kFields);
+      c.always_bytes += f[0];
+      c.embedding_row_bytes += f[1];
+      c.kv_bytes_per_token += f[2];
+      c.active_params_per_token += f[3];
+      c.attn_heads_x_dims += static_cast<int64_t>(f[4]);
+      for (int64_t i = 0; i < static_cast<int64_t>(f[5]); ++i) {
+        c.moe_layers.push_back({.n_experts = static_cast<int64_t>(f[6]), .top_k = static_cast<int64_t>(f[7]),
+                                .expert_bytes = f[8]});
+      }
+    }
+    return c;
+  }
+
+  // What one step reads of this stage's layers in the model's own (unsharded) shapes: the configs before
+  // they are cut to this rank's heads, dense MLPs at their whole intermediate size; the embedding row on
+  // the first stage, the LM head and final norm on the last.
   ReadCost read_cost() const {
     const auto w = static_cast<double>(dtype_size(backend_.weight_dtype()));
     const auto kv = static_cast<double>(dtype_size(backend_.kv_dtype()));
     const auto H = static_cast<double>(spec_.info.hidden_size), V = static_cast<double>(spec_.info.vocab_size);
     ReadCost c;
-    c.embedding_row_bytes = H * w;
-    c.always_bytes = V * H * w + H * w;  // LM head, final norm
-    c.active_params_per_token = V * H;
+    if (plan_.first_stage()) c.embedding_row_bytes = H * w;
+    if (plan_.last_stage()) {
+      c.always_bytes = V * H * w + H * w;  // LM head, final norm
+      c.active_params_per_token = V * H;
+    }
     for (const DecoderLayer& l : spec_.layers) {
       if (l.mla_config) {
         const MlaCost m = mla_cost(*l.mla_config);
@@ -555,7 +596,7 @@ class Transformer final : public Model {
         c.moe_layers.push_back({.n_experts = m.n_experts, .top_k = m.top_k, .expert_bytes = expert * w});
         c.active_params_per_token += router + static_cast<double>(m.top_k) * expert + shared;
       } else {
-        const double mlp = 3.0 * H * static_cast<double>(l.mlp.inter);
+        const double mlp = 3.0 * H * static_cast<double>(l.mlp.inter * plan_.dense);
         c.always_bytes += mlp * w;
         c.active_params_per_token += mlp;
       }

@@ -46,8 +46,9 @@ TEST(BenchLatencyMpi, LayoutsReportCommunicationAndOneRankNone) {
   ASSERT_EQ(one.result.code, 0) << one.result.out;
   EXPECT_EQ(communication(one), (std::vector<double>{0.0, 0.0})) << one.result.out;
 
-  for (const std::string layout : {"--tp 2", "--ep 2 --dp 2"}) {
-    const LatencyRun run = bench_latency(layout, layout == "--tp 2" ? "tp2" : "ep2dp2");
+  ASSERT_TRUE(one.json.is_object()) << one.result.out;
+  for (const std::string layout : {"--tp 2", "--ep 2 --dp 2", "--pp 2"}) {
+    const LatencyRun run = bench_latency(layout, layout == "--tp 2" ? "tp2" : layout == "--pp 2" ? "pp2" : "ep2dp2");
     const std::string& out = run.result.out;
     ASSERT_EQ(run.result.code, 0) << layout << "\n" << out;
     EXPECT_NE(out.find("starting 2 ranks"), std::string::npos) << layout << "\n" << out;
@@ -64,11 +65,14 @@ TEST(BenchLatencyMpi, LayoutsReportCommunicationAndOneRankNone) {
     EXPECT_FALSE(run.json["layout"]["flags"].get<std::string>().empty()) << run.json.dump(1);
     EXPECT_FALSE(run.json["transport"].get<std::string>().empty()) << run.json.dump(1);
     ASSERT_EQ(run.json["results"].size(), 2u) << run.json.dump(1);
-    for (const auto& res : run.json["results"]) {
+    for (size_t i = 0; i < run.json["results"].size(); ++i) {
+      const auto& res = run.json["results"][i];
       EXPECT_GT(res["decode_phase_ms"]["communication"].get<double>(), 0.0) << res.dump(1);
       EXPECT_GT(res["decode_tok_s"].get<double>(), 0.0) << res.dump(1);
-      // A rank's model reports the read cost of its own share only: no whole-model floor under a layout.
-      EXPECT_TRUE(res["decode_floor_ms"].is_null()) << res.dump(1);
+      // Every rank reports what a step reads of the whole model (summed over pipeline stages), so the
+      // floor's bytes are those of one rank holding everything.
+      const double want = one.json["results"][i]["decode_floor_bytes"].get<double>();
+      EXPECT_NEAR(res["decode_floor_bytes"].get<double>(), want, want * 1e-6) << layout << "\n" << res.dump(1);
     }
   }
 }
