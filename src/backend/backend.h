@@ -15,7 +15,7 @@
 
 namespace sy {
 
-// Memory owned by a backend; freed when destroyed.
+// Memory owned by a backend (device memory, or host memory from alloc_host); freed when destroyed.
 class DeviceBuffer {
  public:
   virtual ~DeviceBuffer() = default;
@@ -169,6 +169,9 @@ class Backend {
   virtual DType weight_dtype() const = 0;
   virtual DType kv_dtype() const = 0;
   virtual std::unique_ptr<DeviceBuffer> alloc(size_t bytes) = 0;
+  // Host memory that copy_to_host and copy_to_device move to and from at full speed (page-locked on a
+  // GPU); data() is a host pointer.
+  virtual std::unique_ptr<DeviceBuffer> alloc_host(size_t bytes) = 0;
   virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   // Device-to-device copy, asynchronous on the backend's stream (bandwidth measurement, reshuffles).

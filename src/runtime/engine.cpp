@@ -41,7 +41,11 @@ Engine::Engine(Model& model, Backend& backend, const EngineConfig& config)
     : model_(model),
       blocks_(make_block_managers(model.info(), config)),
       pool_(backend, model.info().kv, config.kv_blocks, config.block_size),
-      scheduler_(pointers_to(blocks_), config.scheduler) {}
+      scheduler_(pointers_to(blocks_), config.scheduler),
+      backend_(backend),
+      logits_(backend.alloc_host(static_cast<size_t>(std::max<int64_t>(config.scheduler.max_seqs, 1) *
+                                                     model.info().vocab_size) *
+                                 sizeof(float))) {}
 
 Engine::~Engine() = default;
 
@@ -98,8 +102,10 @@ bool Engine::step() {
     chunk_rows.emplace_back(row0, static_cast<int64_t>(b.logit_rows.size() - row0));
   }
 
-  logits_.resize(b.logit_rows.size() * static_cast<size_t>(vocab));
-  model_.forward(b, pool_.view(), logits_.data());
+  const size_t logit_bytes = b.logit_rows.size() * static_cast<size_t>(vocab) * sizeof(float);
+  if (logit_bytes > logits_->size()) logits_ = backend_.alloc_host(logit_bytes);
+  float* logits = logits_->as<float>();
+  model_.forward(b, pool_.view(), logits);
   ++steps_;
   tokens_processed_ += static_cast<int64_t>(b.tokens.size());
 
@@ -112,7 +118,7 @@ bool Engine::step() {
     const ScheduledChunk& c = chunks[ci];
     if (!c.samples_next()) continue;
     const auto [row0, n_rows] = chunk_rows[ci];
-    const float* last = logits_.data() + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
+    const float* last = logits + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
     sampled[ci] = entries_[static_cast<size_t>(c.seq->id)]->sampler.sample(last, vocab);
   }
   sampling_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -123,7 +129,7 @@ bool Engine::step() {
     c.seq->computed = c.start + c.len;
     const auto [row0, n_rows] = chunk_rows[ci];
     if (e.request.keep_logits && n_rows > 0) {
-      const float* src = logits_.data() + row0 * static_cast<size_t>(vocab);
+      const float* src = logits + row0 * static_cast<size_t>(vocab);
       e.result.logits.insert(e.result.logits.end(), src, src + n_rows * vocab);
       e.logit_rows_kept += n_rows;
     }

@@ -66,7 +66,11 @@ class Engine {
   KvPool pool_;                       // this rank's: the blocks of its dp rank
   Scheduler scheduler_;
   std::vector<std::unique_ptr<Entry>> entries_;
-  std::vector<float> logits_;
+  Backend& backend_;
+  // fp32 [rows, vocab]: the logits of a step, in the backend's host memory (page-locked on a GPU, so
+  // the copy from the device needs no staging); sized for one row per sequence of a full batch, grown
+  // when a step keeps more.
+  std::unique_ptr<DeviceBuffer> logits_;
   int64_t steps_ = 0;
   int64_t tokens_processed_ = 0;
   double sampling_ms_ = 0.0;

@@ -4,6 +4,7 @@
 // keeping the KV cache in bf16 (relative rounding 2^-9 per element).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -93,46 +94,102 @@ TEST_F(CudaVsCpu, NormsEmbeddingSiluRope) {
   for (size_t k = 0; k < r[0].size(); ++k) EXPECT_LE(rel_err(r[1][k], r[0][k]), kTol) << "output " << k;
 }
 
-class CudaAttention : public CudaVsCpu, public ::testing::WithParamInterface<std::tuple<int, int, int>> {};
+// A batch of sequences for paged attention: each has `context` positions cached after the step, and
+// its last `queries` positions are this step's tokens.
+struct AttentionLayout {
+  std::string name;
+  int64_t block_size;
+  std::vector<std::pair<int64_t, int64_t>> seqs;  // (context, queries)
+};
 
-// Shapes that take the generic kernel (head_dim 24, group 3) and the warp kernel (head_dim 64 / 128,
-// groups 4 and 8, as Mixtral and Qwen3-30B-A3B).
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
-                         ::testing::Values(std::tuple{6, 2, 24}, std::tuple{8, 2, 64}, std::tuple{32, 4, 128},
-                                           std::tuple{16, 16, 32}));
+void PrintTo(const AttentionLayout& layout, std::ostream* os) { *os << layout.name; }
 
-TEST_P(CudaAttention, PagedAttentionMixedPrefillAndDecodeWithShuffledBlocks) {
-  const auto [nh, kvh, d] = GetParam();
-  const int64_t n_heads = nh, kv_heads = kvh, hd = d, bs = 4, max_blocks = 6, n_blocks = 16;
-  // Sequence 0 prefills 9 tokens (positions 0..8); sequence 1 decodes one token at position 17.
-  std::vector<int32_t> tables = {3, 7, 1, 0, 0, 0, 9, 2, 14, 5, 11, 0};
-  std::vector<int32_t> token_seq, positions, slots;
-  for (int p = 0; p < 9; ++p) token_seq.push_back(0), positions.push_back(p);
-  for (int p = 0; p < 18; ++p) token_seq.push_back(1), positions.push_back(p);
-  for (size_t t = 0; t < token_seq.size(); ++t) {
-    slots.push_back(tables[size_t(token_seq[t] * max_blocks + positions[t] / bs)] * int32_t(bs) + positions[t] % int32_t(bs));
+using AttentionCase = std::tuple<std::tuple<int, int, int>, AttentionLayout>;  // (heads, kv heads, head_dim), layout
+class CudaAttention : public CudaVsCpu, public ::testing::WithParamInterface<AttentionCase> {};
+
+std::string attention_case_name(const ::testing::TestParamInfo<AttentionCase>& info) {
+  const auto& [heads, layout] = info.param;
+  return layout.name + "_h" + std::to_string(std::get<0>(heads)) + "_kv" + std::to_string(std::get<1>(heads)) +
+         "_d" + std::to_string(std::get<2>(heads));
+}
+
+// Head shapes: the generic kernel (head_dim 24; a group of 20), and the tensor-core kernels with groups
+// of 1, 3, 4, 8 (Qwen3-30B-A3B) and 16 at head_dim 32, 64 and 128. Layouts: prefill chunks that start
+// mid-tile and share tiles with other sequences, a long chunk after cached context next to a decode
+// token (the prefill kernel), and decode batches (one token per sequence: the split decode kernel) of
+// short and long contexts with an odd block size.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaAttention,
+    ::testing::Combine(::testing::Values(std::tuple{6, 2, 24}, std::tuple{20, 1, 64}, std::tuple{8, 8, 32},
+                                         std::tuple{12, 4, 64}, std::tuple{8, 2, 64}, std::tuple{32, 4, 128},
+                                         std::tuple{16, 1, 128}),
+                       ::testing::Values(AttentionLayout{"prefill_9_and_18", 4, {{9, 9}, {18, 18}}},
+                                         AttentionLayout{"chunk_after_context", 8, {{190, 150}, {77, 1}, {3, 3}}},
+                                         AttentionLayout{"decode_short_and_long", 16, {{1, 1}, {17, 1}, {64, 1}, {65, 1}, {300, 1}}},
+                                         AttentionLayout{"decode_odd_blocks", 5, {{700, 1}, {129, 1}, {2, 1}}})),
+    attention_case_name);
+
+// Against the cpu-bf16 oracle (the same bf16 KV cache): the kernels keep q and the probabilities to
+// ~16 bits, so the outputs agree to fp32 summation order. Block tables hand out the pool's blocks in a
+// shuffled order with unused blocks between them; cache slots never written and table entries past a
+// sequence's blocks hold NaN (an unwritten block), as does the output before the call, so a read of a
+// key that is not visible, or an output never written, shows.
+TEST_P(CudaAttention, PagedAttentionMatchesCpuBf16) {
+  const auto [nh, kvh, d] = std::get<0>(GetParam());
+  const AttentionLayout& lay = std::get<1>(GetParam());
+  const int64_t n_heads = nh, kv_heads = kvh, hd = d, bs = lay.block_size;
+  const auto n_seqs = static_cast<int64_t>(lay.seqs.size());
+  int64_t used_blocks = 0, max_blocks = 0;
+  for (const auto& [ctx, queries] : lay.seqs) {
+    used_blocks += (ctx + bs - 1) / bs;
+    max_blocks = std::max(max_blocks, (ctx + bs - 1) / bs + 1);
   }
-  const auto T = int64_t(token_seq.size());
-  const auto q = randn(size_t(T * n_heads * hd), rng_), k = randn(size_t(T * kv_heads * hd), rng_),
-             v = randn(size_t(T * kv_heads * hd), rng_);
-  for (int64_t window : {0, 5}) {
+  const int64_t n_blocks = 2 * used_blocks + 1;
+  std::vector<int32_t> pool(static_cast<size_t>(n_blocks));
+  for (int64_t b = 0; b < n_blocks; ++b) pool[size_t(b)] = int32_t(b);
+  std::shuffle(pool.begin(), pool.end(), rng_);
+  const int32_t never_written = pool.back();
+  std::vector<int32_t> tables(static_cast<size_t>(n_seqs * max_blocks), never_written);
+  std::vector<int32_t> kv_slots, token_seq, positions;
+  size_t next = 0;
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    const auto [ctx, queries] = lay.seqs[size_t(s)];
+    for (int64_t b = 0; b < (ctx + bs - 1) / bs; ++b) {
+      tables[size_t(s * max_blocks + b)] = pool[next];
+      next += 2;  // every other block of the shuffled pool stays unused
+    }
+    for (int64_t p = 0; p < ctx; ++p) {
+      kv_slots.push_back(tables[size_t(s * max_blocks + p / bs)] * int32_t(bs) + int32_t(p % bs));
+      if (p >= ctx - queries) token_seq.push_back(int32_t(s)), positions.push_back(int32_t(p));
+    }
+  }
+  const auto n_kv = int64_t(kv_slots.size()), T = int64_t(token_seq.size());
+  const auto q = randn(size_t(T * n_heads * hd), rng_), k = randn(size_t(n_kv * kv_heads * hd), rng_),
+             v = randn(size_t(n_kv * kv_heads * hd), rng_);
+  const std::vector<float> nan_cache(size_t(n_blocks * bs * kv_heads * hd), std::numeric_limits<float>::quiet_NaN());
+  const std::vector<float> nan_out(size_t(T * n_heads * hd), std::numeric_limits<float>::quiet_NaN());
+  const auto oracle = make_cpu_backend(true);
+  for (int64_t window : {int64_t{0}, int64_t{37}}) {
     std::vector<float> r[2];
     int i = 0;
-    for (Backend* be : {cpu_.get(), gpu_.get()}) {
-      Dev d(*be);
-      void* kc = d.kv(size_t(n_blocks * bs * kv_heads * hd));
-      void* vc = d.kv(size_t(n_blocks * bs * kv_heads * hd));
-      const int32_t* dslots = d.i32(slots);
-      be->kv_write({.k = d.f32(k), .v = d.f32(v), .slots = dslots, .k_cache = kc, .v_cache = vc, .tokens = T,
-                    .kv_heads = kv_heads, .head_dim = hd, .v_head_dim = hd});
-      float* out = d.out(size_t(T * n_heads * hd));
-      be->paged_attention({.q = d.f32(q), .k_cache = kc, .v_cache = vc, .block_tables = d.i32(tables),
-                           .token_seq = d.i32(token_seq), .positions = d.i32(positions), .out = out, .tokens = T,
-                           .n_seqs = 2, .n_heads = n_heads, .kv_heads = kv_heads, .head_dim = hd, .v_head_dim = hd,
-                           .block_size = bs, .max_blocks = max_blocks, .scale = 0.2f, .sliding_window = window});
-      r[i++] = d.host(out, size_t(T * n_heads * hd));
+    for (Backend* be : {oracle.get(), gpu_.get()}) {
+      Dev dv(*be);
+      void* kc = dv.cache(nan_cache);
+      void* vc = dv.cache(nan_cache);
+      be->kv_write({.k = dv.f32(k), .v = dv.f32(v), .slots = dv.i32(kv_slots), .k_cache = kc, .v_cache = vc,
+                    .tokens = n_kv, .kv_heads = kv_heads, .head_dim = hd, .v_head_dim = hd});
+      float* out = dv.f32(nan_out);
+      be->paged_attention({.q = dv.f32(q), .k_cache = kc, .v_cache = vc, .block_tables = dv.i32(tables),
+                           .token_seq = dv.i32(token_seq), .positions = dv.i32(positions), .out = out, .tokens = T,
+                           .n_seqs = n_seqs, .n_heads = n_heads, .kv_heads = kv_heads, .head_dim = hd,
+                           .v_head_dim = hd, .block_size = bs, .max_blocks = max_blocks, .scale = 0.2f,
+                           .sliding_window = window});
+      r[i++] = dv.host(out, size_t(T * n_heads * hd));
     }
-    EXPECT_LE(rel_err(r[1], r[0]), kTol) << "window " << window;
+    int64_t non_finite = 0;
+    for (float x : r[1]) non_finite += std::isfinite(x) ? 0 : 1;
+    EXPECT_EQ(non_finite, 0) << "window " << window;
+    EXPECT_LE(rel_err(r[1], r[0]), 1e-3) << "window " << window;
   }
 }
 
@@ -197,8 +254,9 @@ TEST_F(CudaVsCpu, MoeExpertsSmallAndLargeBatches) {
   }
 }
 
-// The grouped path (more than 128 pairs) against the cpu-bf16 oracle, for each tile height (16, 32, 64
-// and 128 rows: 4, 16, 32 and 512 pairs per expert): uneven loads with idle experts, top_k 1 and 8,
+// The grouped path (more than 16 pairs) against the cpu-bf16 oracle, for each tile height (16, 32, 64
+// and 128 rows: 4, 16, 32 and 512 pairs per expert) and decode batches of 3 and 10 tokens (24 and 80
+// pairs, most experts idle or with one pair): uneven loads with idle experts, top_k 1 and 8,
 // hidden and inter that are not multiples of the tiles. Also: the same bits on a second run and when
 // replayed from a captured graph (no host round trip, no run-to-run variation).
 TEST_F(CudaVsCpu, MoeExpertsGroupedPath) {
@@ -207,7 +265,8 @@ TEST_F(CudaVsCpu, MoeExpertsGroupedPath) {
     bool skewed;  // Zipf-like expert popularity, every fifth expert idle
   };
   const auto oracle = make_cpu_backend(true);
-  for (const Shape& c : {Shape{64, 8, 128, 256, 96, false}, Shape{256, 8, 128, 256, 96, true},
+  for (const Shape& c : {Shape{3, 8, 128, 256, 96, false}, Shape{10, 8, 128, 256, 96, false},
+                         Shape{64, 8, 128, 256, 96, false}, Shape{256, 8, 128, 256, 96, true},
                          Shape{512, 8, 128, 256, 96, true},
                          Shape{300, 1, 8, 200, 40, true}, Shape{40, 8, 64, 128, 200, false},
                          Shape{1024, 8, 16, 256, 96, true}}) {

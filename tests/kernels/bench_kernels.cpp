@@ -1,6 +1,7 @@
 // bench_kernels: times each CPU kernel against its scalar reference on random inputs of model-like sizes
 // and prints a table (median of runs after a warm-up, with the cpu kernel's achieved GFLOP/s and GB/s).
-// With --cuda-moe (CUDA builds): the grouped routed-experts path alone on the GPU instead.
+// With --cuda-moe (CUDA builds): the routed-experts paths alone on the GPU instead; with
+// --cuda-attention the GQA attention kernels.
 // A benchmark, not a test: it asserts nothing.
 #include <algorithm>
 #include <chrono>
@@ -260,6 +261,8 @@ class DeviceArena {
   std::vector<void*> ptrs_;
 };
 
+void bench_cuda_moe_small(const cuda::bf16_bits* gate_up, const cuda::bf16_bits* down, cudaStream_t s);
+
 // The grouped expert path (dispatch, gate_up and down GEMMs, combine) on the Qwen3-30B-A3B expert
 // shapes (128 experts, top 8, hidden 2048, inter 768) with uniform random routing, for every tile
 // height (* marks the one moe_grouped_tile_m picks): device-event medians of 20 runs after 3 warm-ups,
@@ -342,7 +345,158 @@ void bench_cuda_moe() {
       std::fflush(stdout);
     }
   }
+  bench_cuda_moe_small(gate_up, down, s);
   for (cudaEvent_t e : ev) check_cuda(cudaEventDestroy(e), "cudaEventDestroy");
+  check_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+}
+
+// Median µs of 20 replays (after 3) of what `issue` enqueues on `s`, captured as one graph: launch
+// gaps as in a captured decode step.
+double graph_median_us(const std::function<void()>& issue, cudaStream_t s) {
+  using cuda::check_cuda;
+  cudaGraph_t graph = nullptr;
+  check_cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  issue();
+  check_cuda(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  check_cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  cudaEvent_t ev[2];
+  for (cudaEvent_t& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+  std::vector<double> us;
+  for (int run = 0; run < 23; ++run) {
+    check_cuda(cudaEventRecord(ev[0], s), "cudaEventRecord");
+    check_cuda(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
+    check_cuda(cudaEventRecord(ev[1], s), "cudaEventRecord");
+    check_cuda(cudaEventSynchronize(ev[1]), "cudaEventSynchronize");
+    float ms = 0.0f;
+    check_cuda(cudaEventElapsedTime(&ms, ev[0], ev[1]), "cudaEventElapsedTime");
+    if (run >= 3) us.push_back(ms * 1e3);
+  }
+  for (cudaEvent_t e : ev) check_cuda(cudaEventDestroy(e), "cudaEventDestroy");
+  check_cuda(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+  check_cuda(cudaGraphDestroy(graph), "cudaGraphDestroy");
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+// Decode-sized expert batches (1 to 16 tokens) on both paths, each captured as a graph: the per-pair
+// GEMVs (moe_small_batch, which read an expert once per pair) and the grouped path at 16-row tiles
+// (each touched expert once). GB/s: the touched experts' weights over the time.
+void bench_cuda_moe_small(const cuda::bf16_bits* gate_up, const cuda::bf16_bits* down, cudaStream_t s) {
+  const int64_t E = 128, K = 8, H = 2048, I = 768;
+  std::printf("\n| %6s | %6s | %8s | %9s | %7s | %10s | %7s |\n", "tokens", "pairs", "experts", "GEMV us", "GB/s",
+              "grouped us", "GB/s");
+  std::printf("|--------|--------|----------|-----------|---------|------------|---------|\n");
+  for (int64_t T : {1, 2, 4, 8, 10, 12, 16}) {
+    const int64_t P = T * K;
+    std::vector<int32_t> ids(static_cast<size_t>(P));
+    std::set<int32_t> touched;
+    std::uniform_int_distribution<int32_t> pick(0, int32_t(E - 1));
+    for (int64_t t = 0; t < T; ++t) {
+      std::set<int32_t> chosen;
+      while (int64_t(chosen.size()) < K) chosen.insert(pick(g_rng));
+      int64_t k = 0;
+      for (int32_t e : chosen) ids[size_t(t * K + k++)] = e;
+      touched.insert(chosen.begin(), chosen.end());
+    }
+    DeviceArena d;
+    const float* x = d.put(random_normal(T * H));
+    const int32_t* dids = d.put(ids);
+    const float* w = d.put(std::vector<float>(size_t(P), 1.0f / float(K)));
+    float* out = d.get<float>(T * H);
+    const cuda::MoeSmallBatchParams sp{.x = x, .expert_ids = dids, .weights = w, .gate_up = gate_up, .down = down,
+                                       .act = d.get<float>(P * I), .y = d.get<float>(P * H), .out = out,
+                                       .tokens = T, .hidden = H, .inter = I, .top_k = K};
+    const int tile_m = 16;
+    const cuda::MoeGroupedParams gp{
+        .x = x, .expert_ids = dids, .weights = w, .gate_up = gate_up, .down = down, .out = out,
+        .route = cuda::moe_grouped_route_at(d.get<int32_t>(cuda::moe_grouped_route_ints(P, E, tile_m)), P, E, tile_m),
+        .x_bf16 = d.get<cuda::bf16_bits>(T * H), .act = d.get<cuda::bf16_bits>(P * I), .y = d.get<float>(P * H),
+        .tokens = T, .hidden = H, .inter = I, .n_experts = E, .top_k = K, .tile_m = tile_m};
+    const double gemv = graph_median_us([&] { cuda::moe_small_batch(sp, s); }, s);
+    const double grouped = graph_median_us(
+        [&] {
+          cuda::moe_grouped_dispatch(gp, s);
+          cuda::moe_grouped_gemms(gp, s);
+          cuda::moe_grouped_combine(gp, s);
+        },
+        s);
+    const double bytes = double(touched.size()) * 3.0 * double(H * I) * 2.0;
+    std::printf("| %6ld | %6ld | %8zu | %9.1f | %7.0f | %10.1f | %7.0f |\n", long(T), long(P), touched.size(), gemv,
+                bytes / gemv * 1e-3, grouped, bytes / grouped * 1e-3);
+    std::fflush(stdout);
+  }
+}
+
+// GQA attention on the Qwen3-30B-A3B shapes (32 query heads, 4 kv heads of 128), bf16 caches of
+// random values in shuffled 16-token blocks. Decode: one token per sequence at context 576 (the mean
+// context of the bench's 512 + 128 run), split as the backend splits; GB/s counts K and V once.
+// Prefill: sequences of 512 tokens from position 0 (causal); TFLOP/s counts the visible pairs only.
+// Each case captured as a graph (kernel and merge), median of 20 replays; decode also at other split
+// counts than the backend's (* marks it).
+void bench_cuda_attention() {
+  using cuda::check_cuda;
+  const int64_t n_heads = 32, kv_heads = 4, hd = 128, bs = 16;
+  cudaStream_t s = nullptr;
+  check_cuda(cudaStreamCreate(&s), "cudaStreamCreate");
+  std::printf("| %-8s | %6s | %8s | %7s | %6s | %9s | %7s | %8s |\n", "kind", "seqs", "tokens", "context", "splits",
+              "us", "GB/s", "TFLOP/s");
+  std::printf("|----------|--------|----------|---------|--------|-----------|---------|----------|\n");
+  struct Run {
+    bool decode;
+    int64_t seqs, context;
+  };
+  for (const Run& run : {Run{true, 1, 576}, Run{true, 10, 576}, Run{true, 64, 576}, Run{true, 256, 576},
+                         Run{false, 1, 512}, Run{false, 8, 512}, Run{false, 16, 512}}) {
+    const int64_t per_seq = (run.context + bs - 1) / bs, n_blocks = run.seqs * per_seq;
+    int64_t width = 1;
+    while (width < per_seq) width *= 2;  // as the model pads block tables
+    std::vector<int32_t> pool(static_cast<size_t>(n_blocks));
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), g_rng);
+    std::vector<int32_t> tables(static_cast<size_t>(run.seqs * width), 0), token_seq, positions;
+    for (int64_t q = 0; q < run.seqs; ++q) {
+      std::copy_n(pool.begin() + q * per_seq, per_seq, tables.begin() + q * width);
+      for (int64_t p = run.decode ? run.context - 1 : 0; p < run.context; ++p) {
+        token_seq.push_back(int32_t(q));
+        positions.push_back(int32_t(p));
+      }
+    }
+    const auto T = int64_t(token_seq.size());
+    DeviceArena d;
+    const int64_t cache = n_blocks * bs * kv_heads * hd;
+    auto* kc = d.get<cuda::bf16_bits>(cache);
+    auto* vc = d.get<cuda::bf16_bits>(cache);
+    cuda::fill_random_normal_bf16(kc, cache, 3, 0.0f, 1.0f, s);
+    cuda::fill_random_normal_bf16(vc, cache, 4, 0.0f, 1.0f, s);
+    const cuda::AttentionParams p{.q = d.put(random_normal(T * n_heads * hd)), .k_cache = kc, .v_cache = vc,
+                                  .block_tables = d.put(tables), .token_seq = d.put(token_seq),
+                                  .positions = d.put(positions), .out = d.get<float>(T * n_heads * hd), .tokens = T,
+                                  .n_heads = n_heads, .kv_heads = kv_heads, .head_dim = hd, .v_head_dim = hd,
+                                  .block_size = bs, .max_blocks = width, .scale = 0.088f, .sliding_window = 0};
+    const int64_t chosen = run.decode ? cuda::gqa_decode_splits(T, kv_heads, width * bs) : 1;
+    std::set<int64_t> sweep = {chosen};  // decode: the backend's split count, then others for comparison
+    if (run.decode) {
+      for (int64_t n : {1, 2, 4, 8, 16}) sweep.insert(std::min(n, (width * bs + 63) / 64));
+    }
+    const int64_t most = *sweep.rbegin();
+    float* m = d.get<float>(T * n_heads * most);
+    float* l = d.get<float>(T * n_heads * most);
+    float* acc = d.get<float>(T * n_heads * most * hd);
+    for (int64_t n : sweep) {
+      const cuda::AttentionSplit split{.splits = n, .m = m, .l = l, .acc = acc};
+      const double us = graph_median_us(
+          [&] { run.decode ? cuda::gqa_decode_attention(p, split, s) : cuda::gqa_prefill_attention(p, s); }, s);
+      const double kv_bytes = double(run.seqs * run.context * kv_heads * hd * 2 * 2);
+      double pairs = 0;
+      for (int32_t pos : positions) pairs += double(pos + 1);
+      const double flops = 4.0 * pairs * double(n_heads * hd);
+      std::printf("| %-8s | %6ld | %8ld | %7ld | %5ld%c | %9.1f | %7.0f | %8.1f |\n", run.decode ? "decode" : "prefill",
+                  long(run.seqs), long(T), long(run.context), long(n), n == chosen ? '*' : ' ', us,
+                  kv_bytes / us * 1e-3, flops / us * 1e-6);
+      std::fflush(stdout);
+    }
+  }
   check_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
 }
 #endif
@@ -355,6 +509,10 @@ int main(int argc, char** argv) {
 #ifdef SY_WITH_CUDA
   if (argc > 1 && std::strcmp(argv[1], "--cuda-moe") == 0) {
     bench_cuda_moe();
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--cuda-attention") == 0) {
+    bench_cuda_attention();
     return 0;
   }
 #endif

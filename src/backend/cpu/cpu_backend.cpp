@@ -48,6 +48,7 @@ class CpuBackend final : public Backend {
   DType weight_dtype() const override { return DType::f32; }
   DType kv_dtype() const override { return DType::f32; }
   std::unique_ptr<DeviceBuffer> alloc(size_t bytes) override { return std::make_unique<HostDeviceBuffer>(bytes); }
+  std::unique_ptr<DeviceBuffer> alloc_host(size_t bytes) override { return std::make_unique<HostDeviceBuffer>(bytes); }
   // An empty copy may come with null pointers (an empty vector's data()), which memcpy must not see.
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
     if (bytes > 0) std::memcpy(dst, src, bytes);

@@ -72,19 +72,23 @@ bool gemv_supported(int64_t m, int64_t k);
 void gemv(const float* x, const bf16_bits* w, const bf16_bits* bias, float* y, int64_t m, int64_t n, int64_t k,
           cudaStream_t s);
 
-// Fast decode-oriented attention (fast_paths.cu) for GQA groups of at most 8 heads and head_dim
-// 32, 64 or 128; paged_attention covers everything else.
-bool gqa_attention_warp_supported(int64_t n_heads, int64_t kv_heads, int64_t head_dim, int64_t v_head_dim);
-// Keys of each (token, kv head) split over `splits` blocks (flash-decoding), merged by a second kernel
-// through scratch m, l [tokens, n_heads, splits] and acc [tokens, n_heads, splits, head_dim].
+// GQA attention on tensor cores (gqa_attention.cu) for groups of at most 16 query heads per kv head
+// and head_dim 32, 64 or 128; paged_attention covers everything else. Both kernels accept any batch
+// layout; the decode kernel suits one token per sequence, the prefill kernel runs of tokens of one
+// sequence.
+bool gqa_attention_supported(int64_t n_heads, int64_t kv_heads, int64_t head_dim, int64_t v_head_dim);
+// Decode: the keys of each (token, kv head) split over `splits` blocks (flash-decoding), merged by a
+// second kernel through scratch m, l [tokens, n_heads, splits] and acc [tokens, n_heads, splits, head_dim].
 struct AttentionSplit {
   int64_t splits = 1;
   float* m = nullptr;
   float* l = nullptr;
   float* acc = nullptr;
 };
-int64_t gqa_attention_splits(int64_t tokens, int64_t kv_heads, int64_t max_keys);
-void gqa_attention_warp(const AttentionParams& p, const AttentionSplit& split, cudaStream_t s);
+int64_t gqa_decode_splits(int64_t tokens, int64_t kv_heads, int64_t max_keys);
+void gqa_decode_attention(const AttentionParams& p, const AttentionSplit& split, cudaStream_t s);
+// Prefill: flash attention over query tiles of consecutive tokens (causal, optional sliding window).
+void gqa_prefill_attention(const AttentionParams& p, cudaStream_t s);
 
 struct MoeSmallBatchParams {
   const float* x;            // [tokens, hidden]
