@@ -113,6 +113,8 @@ struct BatchResult {
   double decode_step_ms = 0, eager_step_ms = 0, decode_tok_s = 0, decode_floor_ms = 0, decode_floor_bytes = 0;
   PhaseTimes phases{};
   double sampling_ms = 0, other_ms = 0;
+  PhaseTimes prefill_phases{};  // ms per prefill pass, device events, uncaptured
+  double prefill_eager_ms = 0;  // that profiled pass's wall time
 };
 
 // Every rank of a layout runs this alike: the same prompts (the generator is seeded), the same steps.
@@ -126,13 +128,34 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   Engine engine(model, be, config);
   std::mt19937 rng(static_cast<uint32_t>(1000 + B));
   std::uniform_int_distribution<int32_t> token(1, static_cast<int32_t>(info.vocab_size - 1));
-  std::vector<int64_t> ids;
-  for (int64_t b = 0; b < B; ++b) {
-    std::vector<int32_t> prompt(static_cast<size_t>(o.input_len));
-    for (auto& t : prompt) t = token(rng);
-    ids.push_back(engine.add({.prompt = prompt, .max_new_tokens = o.output_len}));
-  }
+  const auto add_prompts = [&](int64_t new_tokens) {
+    std::vector<int64_t> added;
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<int32_t> prompt(static_cast<size_t>(o.input_len));
+      for (auto& t : prompt) t = token(rng);
+      added.push_back(engine.add({.prompt = prompt, .max_new_tokens = new_tokens}));
+    }
+    return added;
+  };
   BatchResult r{.batch = B};
+  // Prefill is measured in steady state, as a server runs it: two untimed passes of the same shapes first
+  // (the first sizes the scratch memory and sees each step shape, the second captures the graphs), then
+  // one profiled pass (eager, device events) for the prefill phase breakdown.
+  for (int pass = 0; pass < 2; ++pass) {
+    add_prompts(1);
+    engine.run();
+  }
+  be.synchronize();
+  be.set_profiling(true);
+  be.take_phase_times();
+  add_prompts(1);
+  const auto p0 = Clock::now();
+  engine.run();
+  be.synchronize();
+  r.prefill_eager_ms = ms_since(p0);
+  r.prefill_phases = be.take_phase_times();
+  be.set_profiling(false);
+  const std::vector<int64_t> ids = add_prompts(o.output_len);
   const auto all_prefilled = [&] {
     return std::all_of(ids.begin(), ids.end(), [&](int64_t id) { return !engine.result(id).output.empty(); });
   };
@@ -215,6 +238,12 @@ GenerateLayout check_bench_layout(const BenchOptions& o, int launched_ranks) {
                                           .launched_ranks = launched_ranks});
 }
 
+nlohmann::json phase_json(const PhaseTimes& t) {
+  nlohmann::json j;
+  for (int p = 0; p < kPhaseCount; ++p) j[phase_name(static_cast<Phase>(p))] = t[static_cast<size_t>(p)];
+  return j;
+}
+
 int bench_latency(const BenchOptions& o, const BenchRank& rank) {
   auto backend = make_backend(rank.device);
   const auto t_load = Clock::now();
@@ -268,8 +297,9 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
           bandwidth / 1e9, matrix_rate / 1e12);
     }
     std::printf(
-        "input %lld, output %lld tokens per sequence; step ms: median decode step (captured where the device "
-        "can); eager ms and the phases (ms per step, device events): the first decode steps, uncaptured\n\n",
+        "input %lld, output %lld tokens per sequence; prefill: one timed pass after two untimed ones of the "
+        "same shapes; step ms: median decode step (captured where the device can); eager ms and the phases "
+        "(ms per step, device events): the first decode steps, uncaptured\n\n",
         static_cast<long long>(o.input_len), static_cast<long long>(o.output_len));
     std::printf("%6s %12s %9s | %9s %11s %9s %7s | %9s | %9s %7s %8s %8s %8s %7s %13s %8s %7s\n", "batch",
                 "prefill tok/s", "% limit", "step ms", "decode tok/s", "floor ms", "% limit", "eager ms", "attention",
@@ -291,8 +321,10 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
     out["transport"] = rank.transport;
     out["fullest_rank_weight_gb"] = fullest_gb;
   }
+  std::vector<BatchResult> results;
   for (int64_t B : o.batches) {
     const BatchResult r = run_batch(*model, *backend, o, B, bandwidth * ranks, matrix_rate * ranks, rank.world);
+    results.push_back(r);
     if (!rank.reports()) continue;
     const auto ph = [&](Phase p) { return r.phases[static_cast<size_t>(p)]; };
     const double prefill_pct = 100.0 * r.prefill_floor_ms / r.prefill_ms;
@@ -323,7 +355,23 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
                               {"decode_floor_ms", r.decode_floor_ms},
                               {"decode_floor_bytes", r.decode_floor_bytes},
                               {"decode_pct_of_limit", decode_pct},
-                              {"decode_phase_ms", phases}});
+                              {"decode_phase_ms", phases},
+                              {"prefill_eager_ms", r.prefill_eager_ms},
+                              {"prefill_phase_ms", phase_json(r.prefill_phases)}});
+  }
+  if (rank.reports()) {
+    // Where a prefill pass goes (one eager pass with device events; its wall time next to the timed one).
+    std::printf("\nprefill phases by batch size (ms per pass of batch x input tokens, eager with device events)\n");
+    std::printf("%7s %9s %9s | %9s %7s %8s %8s %8s %7s %13s %7s\n", "prefill", "timed ms", "eager ms", "attention",
+                "router", "experts", "combine", "dense", "norms", "communication", "other");
+    for (const BatchResult& r : results) {
+      const auto ph = [&](Phase p) { return r.prefill_phases[static_cast<size_t>(p)]; };
+      std::printf("%7lld %9.2f %9.2f | %9.2f %7.2f %8.2f %8.2f %8.2f %7.2f %13.2f %7.2f\n",
+                  static_cast<long long>(r.batch), r.prefill_ms, r.prefill_eager_ms, ph(Phase::attention),
+                  ph(Phase::router), ph(Phase::experts), ph(Phase::combine), ph(Phase::dense), ph(Phase::norms),
+                  ph(Phase::communication), ph(Phase::other));
+    }
+    std::fflush(stdout);
   }
   if (rank.reports() && !o.json.empty()) {
     std::ofstream f(o.json);
