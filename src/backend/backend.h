@@ -73,6 +73,31 @@ struct AttentionCall {
   int64_t sliding_window = 0;
 };
 
+// What a GQA layer does between its q/k/v products and attention: each q and k head RMS-normalised
+// over head_dim with q_norm / k_norm (when given: Qwen3), then rotated (rope) in place; then k and v
+// written to the cache at the tokens' slots. The default composes rms_norm, rope and kv_write (the
+// oracle); a backend may do it in one pass.
+struct QkRopeKvCall {
+  float* q = nullptr;                  // [tokens, n_heads, head_dim], normalised and rotated in place
+  float* k = nullptr;                  // [tokens, kv_heads, head_dim], likewise
+  const float* v = nullptr;            // [tokens, kv_heads, head_dim]
+  WeightPtr q_norm = nullptr;          // [head_dim], or null: q and k are not normalised
+  WeightPtr k_norm = nullptr;          // [head_dim], null exactly when q_norm is
+  float norm_eps = 1e-6f;
+  const int32_t* positions = nullptr;  // [tokens]
+  const float* inv_freq = nullptr;     // [rotary_dim / 2]
+  int64_t rotary_dim = 0;              // as RopeArgs
+  float attention_scale = 1.0f;
+  bool interleaved = false;
+  const int32_t* slots = nullptr;      // [tokens]
+  void* k_cache = nullptr;             // kv_dtype() [n_slots, kv_heads, head_dim]
+  void* v_cache = nullptr;             // kv_dtype() [n_slots, kv_heads, head_dim]
+  int64_t tokens = 0;
+  int64_t n_heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
 // The routed experts of one MoE layer: out[t] = Σ_k weights[t, k] · expert_{ids[t, k]}(x[t]) with
 // expert(x) = down(silu(gate x) · up x). Routing itself (which experts, which weights) is the model's.
 struct MoeExpertsCall {
@@ -199,6 +224,7 @@ class Backend {
   virtual void silu_mul(const float* gate_up, float* out, int64_t rows, int64_t inter) = 0;
   virtual void rope(const RopeArgs& a) = 0;
   virtual void kv_write(const KvWriteCall& a) = 0;
+  virtual void qk_norm_rope_kv_write(const QkRopeKvCall& a);
   virtual void paged_attention(const AttentionCall& a) = 0;
   virtual void softmax_topk(const SoftmaxTopkArgs& a) = 0;
   virtual void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim) = 0;

@@ -94,6 +94,80 @@ TEST_F(CudaVsCpu, NormsEmbeddingSiluRope) {
   for (size_t k = 0; k < r[0].size(); ++k) EXPECT_LE(rel_err(r[1][k], r[0][k]), kTol) << "output " << k;
 }
 
+// The router product: fp32 throughout on both (m <= 4 with k % 4 == 0 takes the fp32 GEMV kernel).
+TEST_F(CudaVsCpu, LinearF32) {
+  for (auto [m, n, k] : {std::tuple{1, 128, 2048}, {3, 7, 36}, {4, 129, 4100}, {2, 33, 13}, {5, 64, 256}}) {
+    const auto x = randn(size_t(m * k), rng_), w = randn(size_t(n * k), rng_);
+    std::vector<float> r[2];
+    int i = 0;
+    for (Backend* be : {cpu_.get(), gpu_.get()}) {
+      Dev d(*be);
+      float* y = d.out(size_t(m * n));
+      be->linear_f32(d.f32(x), d.f32(w), y, m, n, k);
+      r[i++] = d.host(y, size_t(m * n));
+    }
+    EXPECT_LE(rel_err(r[1], r[0]), 1e-5) << m << "x" << n << "x" << k;
+  }
+}
+
+// q/k norm, rope and the KV write in one pass against the cpu-bf16 oracle's composition of the three:
+// q and k in place, both caches (NaN where nothing may be written, checked to stay NaN).
+TEST_F(CudaVsCpu, QkNormRopeKvWrite) {
+  struct Case {
+    int64_t tokens, n_heads, kv_heads, hd, rotary;
+    bool norm, interleaved;
+  };
+  for (const Case& c : {Case{1, 32, 4, 128, 128, true, false}, Case{5, 4, 2, 64, 48, true, true},
+                        Case{3, 3, 1, 24, 20, false, true}, Case{2, 6, 3, 40, 40, false, false}}) {
+    const int64_t T = c.tokens, n_slots = 4 * T + 3;
+    const auto q = randn(size_t(T * c.n_heads * c.hd), rng_), k = randn(size_t(T * c.kv_heads * c.hd), rng_),
+               v = randn(size_t(T * c.kv_heads * c.hd), rng_);
+    const auto qn = randn(size_t(c.hd), rng_, true), kn = randn(size_t(c.hd), rng_, true);
+    std::vector<int32_t> slots(static_cast<size_t>(T)), pos(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) {
+      slots[size_t(t)] = int32_t((t * 5 + 2) % n_slots);
+      pos[size_t(t)] = int32_t(t * 37 + 3);
+    }
+    std::vector<float> inv(size_t(c.rotary / 2));
+    for (int64_t i = 0; i < c.rotary / 2; ++i) inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / c.rotary));
+    const std::vector<float> nan_cache(size_t(n_slots * c.kv_heads * c.hd), std::numeric_limits<float>::quiet_NaN());
+    const auto oracle = make_cpu_backend(true);
+    std::vector<std::vector<float>> r[2];
+    int i = 0;
+    for (Backend* be : {oracle.get(), gpu_.get()}) {
+      Dev d(*be);
+      float* dq = d.f32(q);
+      float* dk = d.f32(k);
+      void* kc = d.cache(nan_cache);
+      void* vc = d.cache(nan_cache);
+      be->qk_norm_rope_kv_write({.q = dq, .k = dk, .v = d.f32(v), .q_norm = c.norm ? d.weight(qn) : nullptr,
+                                 .k_norm = c.norm ? d.weight(kn) : nullptr, .norm_eps = 1e-6f,
+                                 .positions = d.i32(pos), .inv_freq = d.f32(inv), .rotary_dim = c.rotary,
+                                 .attention_scale = 1.1f, .interleaved = c.interleaved, .slots = d.i32(slots),
+                                 .k_cache = kc, .v_cache = vc, .tokens = T, .n_heads = c.n_heads,
+                                 .kv_heads = c.kv_heads, .head_dim = c.hd});
+      r[i].push_back(d.host(dq, q.size()));
+      r[i].push_back(d.host(dk, k.size()));
+      r[i].push_back(d.host_cache(kc, nan_cache.size()));
+      r[i].push_back(d.host_cache(vc, nan_cache.size()));
+      ++i;
+    }
+    for (size_t o = 0; o < r[0].size(); ++o) {
+      // NaN in the same places (unwritten slots), then the error over the written ones.
+      std::vector<float> a, b;
+      int64_t nan_mismatch = 0;
+      for (size_t j = 0; j < r[0][o].size(); ++j) {
+        const bool na = std::isnan(r[0][o][j]), nb = std::isnan(r[1][o][j]);
+        nan_mismatch += na != nb ? 1 : 0;
+        if (!na && !nb) a.push_back(r[0][o][j]), b.push_back(r[1][o][j]);
+      }
+      EXPECT_EQ(nan_mismatch, 0) << "output " << o << " heads " << c.n_heads << " hd " << c.hd;
+      // q and k are fp32 on both; the caches bf16 on both, where one fp32 ulp can flip a rounding.
+      EXPECT_LE(rel_err(b, a), o < 2 ? 1e-4 : 1e-2) << "output " << o << " heads " << c.n_heads << " hd " << c.hd;
+    }
+  }
+}
+
 // A batch of sequences for paged attention: each has `context` positions cached after the step, and
 // its last `queries` positions are this step's tokens.
 struct AttentionLayout {
@@ -227,10 +301,11 @@ TEST_F(CudaVsCpu, RoutingGatherScatter) {
 }
 
 // The routed experts: few pairs take the GEMV path, many the grouped path; both against the CPU.
+// The GEMV path streams the down rows of four pairs at a time: top_k 4 and 3 (a partial group).
 TEST_F(CudaVsCpu, MoeExpertsSmallAndLargeBatches) {
-  const int64_t E = 16, K = 4, H = 256, I = 96;
+  const int64_t E = 16, H = 256, I = 96;
   const auto gate_up = randn(size_t(E * 2 * I * H), rng_, true), down = randn(size_t(E * H * I), rng_, true);
-  for (int64_t T : {1, 3, 40}) {
+  for (auto [T, K] : {std::pair<int64_t, int64_t>{1, 4}, {3, 4}, {40, 4}, {1, 3}, {5, 3}}) {
     const auto x = randn(size_t(T * H), rng_);
     std::vector<int32_t> ids(size_t(T * K));
     std::vector<float> w(size_t(T * K));
@@ -250,7 +325,7 @@ TEST_F(CudaVsCpu, MoeExpertsSmallAndLargeBatches) {
                        .top_k = K});
       r[i++] = d.host(out, size_t(T * H));
     }
-    EXPECT_LE(rel_err(r[1], r[0]), kTol) << "tokens " << T;
+    EXPECT_LE(rel_err(r[1], r[0]), kTol) << "tokens " << T << " top_k " << K;
   }
 }
 

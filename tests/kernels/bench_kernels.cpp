@@ -405,7 +405,7 @@ void bench_cuda_moe_small(const cuda::bf16_bits* gate_up, const cuda::bf16_bits*
     const float* w = d.put(std::vector<float>(size_t(P), 1.0f / float(K)));
     float* out = d.get<float>(T * H);
     const cuda::MoeSmallBatchParams sp{.x = x, .expert_ids = dids, .weights = w, .gate_up = gate_up, .down = down,
-                                       .act = d.get<float>(P * I), .y = d.get<float>(P * H), .out = out,
+                                       .act = d.get<float>(P * I), .out = out,
                                        .tokens = T, .hidden = H, .inter = I, .top_k = K};
     const int tile_m = 16;
     const cuda::MoeGroupedParams gp{

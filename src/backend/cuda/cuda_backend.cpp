@@ -151,6 +151,10 @@ class CudaBackend final : public Backend {
   }
   void linear_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) override {
     if (m == 0 || n == 0) return;
+    // A router at decode: one warp per expert row (cuBLAS's fp32 GEMM at m = 1 is a few CTAs).
+    if (cuda::gemv_f32_supported(m, k) && aligned16(x) && aligned16(w)) {
+      return cuda::gemv_f32(x, w, y, m, n, k, stream_);
+    }
     const float alpha = 1.0f, beta = 0.0f;
     check_cublas(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
                               static_cast<int>(k), &alpha, w, CUDA_R_32F, static_cast<int>(k), x, CUDA_R_32F,
@@ -182,6 +186,16 @@ class CudaBackend final : public Backend {
                     .v_cache = static_cast<bf16_bits*>(a.v_cache), .tokens = a.tokens, .kv_heads = a.kv_heads,
                     .head_dim = a.head_dim, .v_head_dim = a.v_head_dim},
                    stream_);
+  }
+  void qk_norm_rope_kv_write(const QkRopeKvCall& a) override {
+    cuda::qk_norm_rope_kv_write({.q = a.q, .k = a.k, .v = a.v, .q_norm = bf(a.q_norm), .k_norm = bf(a.k_norm),
+                                 .eps = a.norm_eps, .positions = a.positions, .inv_freq = a.inv_freq,
+                                 .rotary_dim = a.rotary_dim, .attention_scale = a.attention_scale,
+                                 .interleaved = a.interleaved, .slots = a.slots,
+                                 .k_cache = static_cast<bf16_bits*>(a.k_cache),
+                                 .v_cache = static_cast<bf16_bits*>(a.v_cache), .tokens = a.tokens,
+                                 .n_heads = a.n_heads, .kv_heads = a.kv_heads, .head_dim = a.head_dim},
+                                stream_);
   }
   void paged_attention(const AttentionCall& a) override {
     const cuda::AttentionParams p{.q = a.q, .k_cache = bf(a.k_cache), .v_cache = bf(a.v_cache),
@@ -312,9 +326,8 @@ class CudaBackend final : public Backend {
     if (small_batch(c)) {
       mark(Phase::experts);
       float* act = scratch_.get<float>(kMoeAct, pairs * c.inter);
-      float* y = scratch_.get<float>(kMoeY, pairs * c.hidden);
       return cuda::moe_small_batch({.x = c.x, .expert_ids = c.expert_ids, .weights = c.weights,
-                                    .gate_up = bf(c.gate_up), .down = bf(c.down), .act = act, .y = y, .out = c.out,
+                                    .gate_up = bf(c.gate_up), .down = bf(c.down), .act = act, .out = c.out,
                                     .tokens = c.tokens, .hidden = c.hidden, .inter = c.inter, .top_k = c.top_k},
                                    stream_);
     }

@@ -1,4 +1,5 @@
-// Paged KV write, paged GQA attention (causal, optional sliding window) and softmax top-k routing.
+// Paged KV write (alone, or after the q/k norm and rope in one pass), paged GQA attention (causal,
+// optional sliding window) and softmax top-k routing.
 #include <cuda_bf16.h>
 
 #include <cfloat>
@@ -12,6 +13,8 @@ namespace {
 
 
 __global__ void kv_write_kernel(KvWriteParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t k_row = p.kv_heads * p.head_dim, v_row = p.kv_heads * p.v_head_dim;
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= p.tokens * (k_row + v_row)) return;
@@ -21,6 +24,60 @@ __global__ void kv_write_kernel(KvWriteParams p) {
     p.k_cache[slot * k_row + c] = to_bf(p.k[t * k_row + c]);
   } else {
     p.v_cache[slot * v_row + (c - k_row)] = to_bf(p.v[t * v_row + (c - k_row)]);
+  }
+}
+
+constexpr int kHeadThreads = 128;
+
+// Block (token, head) over each token's n_heads q heads, then kv_heads k heads, then kv_heads v heads.
+// The same arithmetic as rms_norm_kernel, rope_kernel and kv_write_kernel in sequence.
+__global__ void __launch_bounds__(kHeadThreads) qk_norm_rope_kv_write_kernel(QkRopeKvParams p) {
+  extern __shared__ float head_s[];  // [head_dim]
+  __shared__ float reduce[32];
+  pdl_launch_dependents();
+  pdl_wait();
+  const int64_t per_token = p.n_heads + 2 * p.kv_heads, hd = p.head_dim;
+  const int64_t t = blockIdx.x / per_token, h = blockIdx.x % per_token;
+  const int64_t slot = p.slots[t];
+  if (h >= p.n_heads + p.kv_heads) {
+    const int64_t hv = h - p.n_heads - p.kv_heads;
+    const float* src = p.v + (t * p.kv_heads + hv) * hd;
+    bf16_bits* dst = p.v_cache + (slot * p.kv_heads + hv) * hd;
+    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) dst[i] = to_bf(src[i]);
+    return;
+  }
+  const bool is_q = h < p.n_heads;
+  float* x = is_q ? p.q + (t * p.n_heads + h) * hd : p.k + (t * p.kv_heads + (h - p.n_heads)) * hd;
+  const bf16_bits* w = is_q ? p.q_norm : p.k_norm;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
+    const float v = x[i];
+    head_s[i] = v;
+    ss += v * v;
+  }
+  if (w) {  // the same for the whole block
+    const float inv = rsqrtf(block_reduce<kHeadThreads>(ss, false, reduce) / static_cast<float>(hd) + p.eps);
+    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) head_s[i] = head_s[i] * inv * bf(w[i]);
+  }
+  __syncthreads();
+  const int64_t half = p.rotary_dim / 2;
+  const float pos = static_cast<float>(p.positions[t]);
+  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
+    float sn, cs;
+    sincosf(pos * p.inv_freq[j], &sn, &cs);
+    cs *= p.attention_scale;
+    sn *= p.attention_scale;
+    const int64_t ia = p.interleaved ? 2 * j : j, ib = p.interleaved ? 2 * j + 1 : j + half;
+    const float a = head_s[ia], b = head_s[ib];
+    head_s[ia] = a * cs - b * sn;
+    head_s[ib] = b * cs + a * sn;
+  }
+  __syncthreads();
+  bf16_bits* cache = is_q ? nullptr : p.k_cache + (slot * p.kv_heads + (h - p.n_heads)) * hd;
+  for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
+    const float v = head_s[i];
+    x[i] = v;
+    if (cache) cache[i] = to_bf(v);
   }
 }
 
@@ -76,6 +133,8 @@ constexpr int kMaxExpertsPerLane = 16;  // up to 512 experts
 
 __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* weights, int64_t tokens, int64_t n_experts,
                                     int64_t top_k, bool renormalize) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t t = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (t >= tokens) return;
@@ -136,8 +195,17 @@ __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* we
 void kv_write(const KvWriteParams& p, cudaStream_t s) {
   const int64_t n = p.tokens * p.kv_heads * (p.head_dim + p.v_head_dim);
   if (n == 0) return;
-  kv_write_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(p);
-  check_launch("kv_write");
+  launch_pdl(kv_write_kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, s, "kv_write", p);
+}
+
+void qk_norm_rope_kv_write(const QkRopeKvParams& p, cudaStream_t s) {
+  const int64_t blocks = p.tokens * (p.n_heads + 2 * p.kv_heads);
+  if (blocks == 0) return;
+  check_supported(p.rotary_dim >= 0 && p.rotary_dim % 2 == 0 && p.rotary_dim <= p.head_dim &&
+                      p.head_dim * sizeof(float) <= 48 * 1024 && (p.q_norm == nullptr) == (p.k_norm == nullptr),
+                  "qk_norm_rope_kv_write: needs an even rotary_dim <= head_dim <= 12288, and both norms or neither");
+  launch_pdl(qk_norm_rope_kv_write_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kHeadThreads),
+             static_cast<size_t>(p.head_dim) * sizeof(float), s, "qk_norm_rope_kv_write", p);
 }
 
 void paged_attention(const AttentionParams& p, cudaStream_t s) {
@@ -159,9 +227,8 @@ void softmax_topk(const float* logits, int32_t* expert_ids, float* weights, int6
                   int64_t top_k, bool renormalize, cudaStream_t s) {
   if (tokens == 0) return;
   check_supported(n_experts <= 32 * kMaxExpertsPerLane, "softmax_topk handles at most 512 experts");
-  softmax_topk_kernel<<<static_cast<unsigned>((tokens + 3) / 4), 128, 0, s>>>(logits, expert_ids, weights, tokens,
-                                                                          n_experts, top_k, renormalize);
-  check_launch("softmax_topk");
+  launch_pdl(softmax_topk_kernel, dim3(static_cast<unsigned>((tokens + 3) / 4)), dim3(128), 0, s, "softmax_topk",
+             logits, expert_ids, weights, tokens, n_experts, top_k, renormalize);
 }
 
 }  // namespace sy::cuda

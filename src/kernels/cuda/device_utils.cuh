@@ -1,11 +1,12 @@
 // Device helpers shared by the CUDA kernels: bf16 bit conversions, 16-byte bf16 unpacking, warp and
-// block reductions, and the paged-KV slot of a position.
+// block reductions, the paged-KV slot of a position, and programmatic dependent launch.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cfloat>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/cuda/ops.cuh"
 
@@ -55,6 +56,42 @@ __device__ float block_reduce(float v, bool is_max, float* shared) {
 // Cache slot of position `pos` of a sequence with this block table.
 __device__ __forceinline__ int64_t slot_of(const int32_t* table, int64_t block_size, int64_t pos) {
   return static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size;
+}
+
+// Programmatic dependent launch (sm_90). A kernel started by launch_pdl may begin while its
+// predecessor on the stream is still running: everything before pdl_wait() must read only memory no
+// earlier op of the step writes (weights), and nothing may be written before it. pdl_wait() returns once
+// the predecessor grids have finished and their writes are visible; every block calls it before it
+// returns, so that a kernel never completes before its predecessor (completion stays transitive).
+// pdl_launch_dependents() lets the next kernel's blocks be scheduled once every block of this one has
+// started (they then prefetch their weights and wait). Both are no-ops in a plain launch.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, s>>>(args...) with programmatic stream serialisation allowed (captured
+// into graphs as programmatic edges). The kernel must call pdl_wait() as above.
+template <typename... Params, typename... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, const char* name,
+                Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(std::forward<Args>(args))...), name);
 }
 
 }  // namespace sy::cuda

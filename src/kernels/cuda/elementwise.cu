@@ -57,9 +57,14 @@ __global__ void add_bias_kernel(float* y, const bf16_bits* bias, int64_t m, int6
 }
 
 // One block per row. With residual != nullptr: residual += x first, and the sum is normalised.
-__global__ void rms_norm_kernel(float* residual, const float* x, const bf16_bits* weight, float* y, int64_t dim,
-                                float eps) {
+// Threads is chosen so that a row takes few strides: at decode the kernel is one block, whose time is
+// the latency of its dependent strides.
+template <int Threads>
+__global__ void __launch_bounds__(Threads)
+    rms_norm_kernel(float* residual, const float* x, const bf16_bits* weight, float* y, int64_t dim, float eps) {
   __shared__ float reduce[32];
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t row = blockIdx.x;
   const float* in = x + row * dim;
   float* res = residual ? residual + row * dim : nullptr;
@@ -72,7 +77,7 @@ __global__ void rms_norm_kernel(float* residual, const float* x, const bf16_bits
     }
     ss += v * v;
   }
-  const float inv = rsqrtf(block_reduce<kThreads>(ss, false, reduce) / static_cast<float>(dim) + eps);
+  const float inv = rsqrtf(block_reduce<Threads>(ss, false, reduce) / static_cast<float>(dim) + eps);
   const float* src = res ? res : in;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[row * dim + i] = src[i] * inv * bf(weight[i]);
 }
@@ -94,6 +99,8 @@ __global__ void silu_mul_kernel(const float* gate_up, float* out, int64_t rows, 
 
 // One thread per (token, head, pair).
 __global__ void rope_kernel(RopeParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t half = p.rotary_dim / 2;
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= p.tokens * p.heads * half) return;
@@ -149,17 +156,28 @@ void add_bias(float* y, const bf16_bits* bias, int64_t m, int64_t n, cudaStream_
   check_launch("add_bias");
 }
 
-void rms_norm(const float* x, const bf16_bits* weight, float* y, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
+namespace {
+void launch_rms_norm(float* residual, const float* x, const bf16_bits* weight, float* y, int64_t rows, int64_t dim,
+                     float eps, cudaStream_t s, const char* name) {
   if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(nullptr, x, weight, y, dim, eps);
-  check_launch("rms_norm");
+  const dim3 grid(static_cast<unsigned>(rows));
+  if (dim >= 2048) {
+    launch_pdl(rms_norm_kernel<1024>, grid, dim3(1024), 0, s, name, residual, x, weight, y, dim, eps);
+  } else if (dim >= 512) {
+    launch_pdl(rms_norm_kernel<256>, grid, dim3(256), 0, s, name, residual, x, weight, y, dim, eps);
+  } else {
+    launch_pdl(rms_norm_kernel<128>, grid, dim3(128), 0, s, name, residual, x, weight, y, dim, eps);
+  }
+}
+}  // namespace
+
+void rms_norm(const float* x, const bf16_bits* weight, float* y, int64_t rows, int64_t dim, float eps, cudaStream_t s) {
+  launch_rms_norm(nullptr, x, weight, y, rows, dim, eps, s, "rms_norm");
 }
 
 void add_rms_norm(float* residual, const float* x, const bf16_bits* weight, float* y, int64_t rows, int64_t dim,
                   float eps, cudaStream_t s) {
-  if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(residual, x, weight, y, dim, eps);
-  check_launch("add_rms_norm");
+  launch_rms_norm(residual, x, weight, y, rows, dim, eps, s, "add_rms_norm");
 }
 
 void embedding(const bf16_bits* table, const int32_t* ids, float* out, int64_t tokens, int64_t dim, cudaStream_t s) {
@@ -177,8 +195,7 @@ void silu_mul(const float* gate_up, float* out, int64_t rows, int64_t inter, cud
 void rope(const RopeParams& p, cudaStream_t s) {
   const int64_t n = p.tokens * p.heads * (p.rotary_dim / 2);
   if (n == 0) return;
-  rope_kernel<<<blocks_for(n), kThreads, 0, s>>>(p);
-  check_launch("rope");
+  launch_pdl(rope_kernel, dim3(blocks_for(n)), dim3(kThreads), 0, s, "rope", p);
 }
 
 void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim, cudaStream_t s) {

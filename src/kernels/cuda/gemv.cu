@@ -1,7 +1,10 @@
-// Small-batch matrix product y[m, n] = x[m, k] · w[n, k]^T (+ bias) for m <= 16: one warp per output
-// row streams that row of bf16 weights once with 16-byte loads and applies it to every token, so the
+// Small-batch matrix products y[m, n] = x[m, k] · w[n, k]^T (+ bias) for m <= 16: one warp per output
+// row streams that row of weights once with 16-byte loads and applies it to every token, so the
 // weights are read once at close to full bandwidth (cuBLAS tiles leave most SMs idle at m = 1).
-// x is rounded to bf16 first, as on the cuBLAS path, so both paths compute the same products.
+// bf16 weights: x is rounded to bf16 first, as on the cuBLAS path, so both paths compute the same
+// products. fp32 weights (routers): fp32 products and sums throughout.
+// Both are launched as programmatic dependents: each warp loads the first kPrefetch 16-byte chunks of
+// its row before waiting for the previous kernel (weights are never written by a step).
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/device_utils.cuh"
@@ -11,53 +14,115 @@ namespace sy::cuda {
 namespace {
 
 constexpr int kWarps = 8;
+constexpr int kPrefetch = 8;  // 16-byte chunks per lane in flight before the wait
+
+// acc[t] += Σ_j w[j] · bf16(x[t, c*8 + j]) for the 8 weights of chunk c.
+template <int MT>
+__device__ __forceinline__ void apply_bf16_chunk(const uint4& u, const float* __restrict__ x, int64_t m, int64_t k,
+                                                 int64_t c, float* acc) {
+  float wf[8];
+  unpack8(u, wf);
+#pragma unroll
+  for (int t = 0; t < MT; ++t) {
+    if (t >= m) break;
+    const float4* xp = reinterpret_cast<const float4*>(x + t * k + c * 8);
+    const float4 a = xp[0], b = xp[1];
+    acc[t] += wf[0] * round_bf16(a.x) + wf[1] * round_bf16(a.y) + wf[2] * round_bf16(a.z) + wf[3] * round_bf16(a.w) +
+              wf[4] * round_bf16(b.x) + wf[5] * round_bf16(b.y) + wf[6] * round_bf16(b.z) + wf[7] * round_bf16(b.w);
+  }
+}
 
 template <int MT>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const float* __restrict__ x, const uint4* __restrict__ w, const bf16_bits* __restrict__ bias,
                 float* __restrict__ y, int64_t m, int64_t n, int64_t k) {
+  pdl_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const int64_t chunks = row < n ? k / 8 : 0;
+  const uint4* wr = w + row * (k / 8);
+  uint4 pre[kPrefetch] = {};
+#pragma unroll
+  for (int j = 0; j < kPrefetch; ++j) {
+    if (lane + 32 * j < chunks) pre[j] = __ldg(wr + lane + 32 * j);
+  }
+  pdl_wait();
   if (row >= n) return;
-  const int64_t chunks = k / 8;
-  const uint4* wr = w + row * chunks;
   float acc[MT];
 #pragma unroll
   for (int t = 0; t < MT; ++t) acc[t] = 0.0f;
-  for (int64_t c = lane; c < chunks; c += 32) {
-    const uint4 u = wr[c];
-    const uint32_t words[4] = {u.x, u.y, u.z, u.w};
-    float wf[8];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      wf[2 * i] = __uint_as_float(words[i] << 16);
-      wf[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-    }
-#pragma unroll
-    for (int t = 0; t < MT; ++t) {
-      if (t >= m) break;
-      const float4* xp = reinterpret_cast<const float4*>(x + t * k + c * 8);
-      const float4 a = xp[0], b = xp[1];
-      acc[t] += wf[0] * round_bf16(a.x) + wf[1] * round_bf16(a.y) + wf[2] * round_bf16(a.z) +
-                wf[3] * round_bf16(a.w) + wf[4] * round_bf16(b.x) + wf[5] * round_bf16(b.y) +
-                wf[6] * round_bf16(b.z) + wf[7] * round_bf16(b.w);
-    }
+  for (int j = 0; j < kPrefetch; ++j) {
+    if (lane + 32 * j < chunks) apply_bf16_chunk<MT>(pre[j], x, m, k, lane + 32 * j, acc);
   }
+#pragma unroll 4
+  for (int64_t c = lane + 32 * kPrefetch; c < chunks; c += 32) apply_bf16_chunk<MT>(__ldg(wr + c), x, m, k, c, acc);
 #pragma unroll
   for (int t = 0; t < MT; ++t) {
     if (t >= m) break;
-    float v = acc[t];
+    const float v = warp_sum(acc[t]);
+    if (lane == 0) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
+  }
+}
+
+template <int MT>
+__device__ __forceinline__ void apply_f32_chunk(const float4& wv, const float* __restrict__ x, int64_t m, int64_t k,
+                                                int64_t c, float* acc) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) y[t * n + row] = v + (bias ? __uint_as_float(static_cast<uint32_t>(bias[row]) << 16) : 0.0f);
+  for (int t = 0; t < MT; ++t) {
+    if (t >= m) break;
+    const float4 a = reinterpret_cast<const float4*>(x + t * k)[c];
+    acc[t] += wv.x * a.x + wv.y * a.y + wv.z * a.z + wv.w * a.w;
+  }
+}
+
+// Four warps per block: a router's few rows spread over more SMs.
+constexpr int kF32Warps = 4;
+
+template <int MT>
+__global__ void __launch_bounds__(kF32Warps * 32)
+    gemv_f32_kernel(const float* __restrict__ x, const float4* __restrict__ w, float* __restrict__ y, int64_t m,
+                    int64_t n, int64_t k) {
+  pdl_launch_dependents();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kF32Warps + warp;
+  const int64_t chunks = row < n ? k / 4 : 0;
+  const float4* wr = w + row * (k / 4);
+  float4 pre[kPrefetch] = {};
+#pragma unroll
+  for (int j = 0; j < kPrefetch; ++j) {
+    if (lane + 32 * j < chunks) pre[j] = __ldg(wr + lane + 32 * j);
+  }
+  pdl_wait();
+  if (row >= n) return;
+  float acc[MT];
+#pragma unroll
+  for (int t = 0; t < MT; ++t) acc[t] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPrefetch; ++j) {
+    if (lane + 32 * j < chunks) apply_f32_chunk<MT>(pre[j], x, m, k, lane + 32 * j, acc);
+  }
+#pragma unroll 4
+  for (int64_t c = lane + 32 * kPrefetch; c < chunks; c += 32) apply_f32_chunk<MT>(__ldg(wr + c), x, m, k, c, acc);
+#pragma unroll
+  for (int t = 0; t < MT; ++t) {
+    if (t >= m) break;
+    const float v = warp_sum(acc[t]);
+    if (lane == 0) y[t * n + row] = v;
   }
 }
 
 template <int MT>
 void launch(const float* x, const bf16_bits* w, const bf16_bits* bias, float* y, int64_t m, int64_t n, int64_t k,
             cudaStream_t s) {
-  gemv_kernel<MT><<<static_cast<unsigned>((n + kWarps - 1) / kWarps), kWarps * 32, 0, s>>>(
-      x, reinterpret_cast<const uint4*>(w), bias, y, m, n, k);
+  launch_pdl(gemv_kernel<MT>, dim3(static_cast<unsigned>((n + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0, s, "gemv",
+             x, reinterpret_cast<const uint4*>(w), bias, y, m, n, k);
+}
+
+template <int MT>
+void launch_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+  launch_pdl(gemv_f32_kernel<MT>, dim3(static_cast<unsigned>((n + kF32Warps - 1) / kF32Warps)), dim3(kF32Warps * 32),
+             0, s, "gemv_f32", x, reinterpret_cast<const float4*>(w), y, m, n, k);
 }
 
 }  // namespace
@@ -78,7 +143,19 @@ void gemv(const float* x, const bf16_bits* w, const bf16_bits* bias, float* y, i
   } else {
     launch<16>(x, w, bias, y, m, n, k, s);
   }
-  check_launch("gemv");
+}
+
+bool gemv_f32_supported(int64_t m, int64_t k) { return m >= 1 && m <= 4 && k % 4 == 0; }
+
+void gemv_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+  if (n == 0) return;
+  if (m <= 1) {
+    launch_f32<1>(x, w, y, m, n, k, s);
+  } else if (m <= 2) {
+    launch_f32<2>(x, w, y, m, n, k, s);
+  } else {
+    launch_f32<4>(x, w, y, m, n, k, s);
+  }
 }
 
 }  // namespace sy::cuda

@@ -207,6 +207,8 @@ template <int HD>
 __global__ void __launch_bounds__(kThreads) gqa_decode_kernel(AttentionParams p, AttentionSplit sp) {
   extern __shared__ __align__(16) bf16_bits smem[];  // [kStages][K tile, V tile], then the q fragments
   uint4* qf = reinterpret_cast<uint4*>(smem + tile_bytes<HD>() / sizeof(bf16_bits));
+  pdl_launch_dependents();
+  pdl_wait();  // q and the new keys come from the previous kernels
   const int G = static_cast<int>(p.n_heads / p.kv_heads);
   const int64_t split = blockIdx.x % sp.splits, tk = blockIdx.x / sp.splits;
   const int64_t t = tk / p.kv_heads, kvh = tk % p.kv_heads;
@@ -298,6 +300,8 @@ __global__ void __launch_bounds__(kThreads) gqa_decode_kernel(AttentionParams p,
 
 // Merges the splits of every (token, head): out = Σ acc_s 2^(m_s − M) / Σ l_s 2^(m_s − M).
 __global__ void gqa_attention_merge_kernel(AttentionParams p, AttentionSplit sp) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t hd = p.head_dim;
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= p.tokens * p.n_heads * hd) return;
@@ -435,8 +439,8 @@ template <int HD>
 void launch_decode(const AttentionParams& p, const AttentionSplit& sp, cudaStream_t s) {
   constexpr size_t smem = tile_bytes<HD>() + q_frag_bytes<HD>();
   allow_smem(gqa_decode_kernel<HD>, smem, "cudaFuncSetAttribute(gqa_decode)");
-  gqa_decode_kernel<HD><<<static_cast<unsigned>(p.tokens * p.kv_heads * sp.splits), kThreads, smem, s>>>(p, sp);
-  check_launch("gqa_decode");
+  launch_pdl(gqa_decode_kernel<HD>, dim3(static_cast<unsigned>(p.tokens * p.kv_heads * sp.splits)), dim3(kThreads),
+             smem, s, "gqa_decode", p, sp);
 }
 
 template <int HD>
@@ -479,8 +483,8 @@ void gqa_decode_attention(const AttentionParams& p, const AttentionSplit& sp, cu
   }
   if (sp.splits > 1) {
     const int64_t n = p.tokens * p.n_heads * p.head_dim;
-    gqa_attention_merge_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(p, sp);
-    check_launch("gqa_attention_merge");
+    launch_pdl(gqa_attention_merge_kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, s,
+               "gqa_attention_merge", p, sp);
   }
 }
 

@@ -52,6 +52,27 @@ struct KvWriteParams {
 };
 void kv_write(const KvWriteParams& p, cudaStream_t s);
 
+// Per (token, head) in one pass: q and k heads RMS-normalised (when q_norm is not null), rotated and
+// stored in place, k and v heads written to the cache (Backend::qk_norm_rope_kv_write).
+struct QkRopeKvParams {
+  float* q;                   // [tokens, n_heads, head_dim]
+  float* k;                   // [tokens, kv_heads, head_dim]
+  const float* v;             // [tokens, kv_heads, head_dim]
+  const bf16_bits* q_norm;    // [head_dim] or null
+  const bf16_bits* k_norm;    // [head_dim], null exactly when q_norm is
+  float eps;
+  const int32_t* positions;   // [tokens]
+  const float* inv_freq;      // [rotary_dim / 2]
+  int64_t rotary_dim;
+  float attention_scale;
+  bool interleaved;
+  const int32_t* slots;       // [tokens]
+  bf16_bits* k_cache;         // [n_slots, kv_heads, head_dim]
+  bf16_bits* v_cache;         // [n_slots, kv_heads, head_dim]
+  int64_t tokens, n_heads, kv_heads, head_dim;
+};
+void qk_norm_rope_kv_write(const QkRopeKvParams& p, cudaStream_t s);
+
 struct AttentionParams {
   const float* q;
   const bf16_bits* k_cache;
@@ -71,6 +92,9 @@ void paged_attention(const AttentionParams& p, cudaStream_t s);
 bool gemv_supported(int64_t m, int64_t k);
 void gemv(const float* x, const bf16_bits* w, const bf16_bits* bias, float* y, int64_t m, int64_t n, int64_t k,
           cudaStream_t s);
+// y[m, n] = x[m, k] · w[n, k]^T in fp32 for 1 <= m <= 4 (routers), k % 4 == 0, x and w 16-byte aligned.
+bool gemv_f32_supported(int64_t m, int64_t k);
+void gemv_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k, cudaStream_t s);
 
 // GQA attention on tensor cores (gqa_attention.cu) for groups of at most 16 query heads per kv head
 // and head_dim 32, 64 or 128; paged_attention covers everything else. Both kernels accept any batch
@@ -96,12 +120,12 @@ struct MoeSmallBatchParams {
   const float* weights;      // [tokens, top_k]
   const bf16_bits* gate_up;  // [n_experts, 2 * inter, hidden]
   const bf16_bits* down;     // [n_experts, hidden, inter]
-  float* act;                // scratch [tokens * top_k, inter]
-  float* y;                  // scratch [tokens * top_k, hidden]
+  float* act;                // scratch [tokens * top_k, inter], SiLU(gate)·up by pair
   float* out;                // [tokens, hidden]
   int64_t tokens, hidden, inter, top_k;
 };
-// Routed experts as per-pair GEMVs; needs hidden and inter multiples of 8 (16-byte weight loads).
+// Routed experts as per-pair GEMVs (gate/up with SiLU·mul, then down with the combine); needs hidden and
+// inter multiples of 8 (16-byte weight loads).
 bool moe_small_batch_supported(int64_t hidden, int64_t inter);
 void moe_small_batch(const MoeSmallBatchParams& p, cudaStream_t s);
 

@@ -89,24 +89,12 @@ void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaA
     be.linear(x, w.k_proj, w.k_bias, k, T, kv_dim, c.hidden);
     be.linear(x, w.v_proj, w.v_bias, v, T, kv_dim, c.hidden);
   }
-  if (c.qk_norm) {
-    be.rms_norm(q, w.q_norm, q, T * c.n_heads, c.head_dim, c.qk_norm_eps);
-    be.rms_norm(k, w.k_norm, k, T * c.kv_heads, c.head_dim, c.qk_norm_eps);
-  }
-  RopeArgs ra{.x = q, .positions = step.positions, .inv_freq = rope.inv_freq, .tokens = T, .heads = c.n_heads,
-              .head_dim = c.head_dim, .rotary_dim = c.rotary_dim, .attention_scale = rope.attention_scale,
-              .interleaved = c.rope_interleaved};
-  if (T == 1) {  // q and k heads are adjacent: one pass
-    ra.heads = c.n_heads + c.kv_heads;
-    be.rope(ra);
-  } else {
-    be.rope(ra);
-    ra.x = k;
-    ra.heads = c.kv_heads;
-    be.rope(ra);
-  }
-  be.kv_write({.k = k, .v = v, .slots = step.slots, .k_cache = k_cache, .v_cache = v_cache, .tokens = T,
-               .kv_heads = c.kv_heads, .head_dim = c.head_dim, .v_head_dim = c.head_dim});
+  be.qk_norm_rope_kv_write({.q = q, .k = k, .v = v, .q_norm = c.qk_norm ? w.q_norm : nullptr,
+                            .k_norm = c.qk_norm ? w.k_norm : nullptr, .norm_eps = c.qk_norm_eps,
+                            .positions = step.positions, .inv_freq = rope.inv_freq, .rotary_dim = c.rotary_dim,
+                            .attention_scale = rope.attention_scale, .interleaved = c.rope_interleaved,
+                            .slots = step.slots, .k_cache = k_cache, .v_cache = v_cache, .tokens = T,
+                            .n_heads = c.n_heads, .kv_heads = c.kv_heads, .head_dim = c.head_dim});
   be.paged_attention({.q = q, .k_cache = k_cache, .v_cache = v_cache, .block_tables = step.block_tables,
                       .token_seq = step.token_seq, .positions = step.positions, .out = attn, .tokens = T,
                       .n_seqs = step.n_seqs, .n_heads = c.n_heads, .kv_heads = c.kv_heads, .head_dim = c.head_dim,
