@@ -113,7 +113,10 @@ bool Engine::step() {
   // generator and scratch), so the result does not depend on the threads.
   std::vector<int32_t> sampled(chunks.size(), -1);
   const auto t0 = std::chrono::steady_clock::now();
-#pragma omp parallel for schedule(dynamic)
+  int64_t sampling = 0;
+  for (const ScheduledChunk& c : chunks) sampling += c.samples_next() ? 1 : 0;
+  // Threads only pay off over several rows of a large vocabulary; a lone row stays on this thread.
+#pragma omp parallel for schedule(dynamic) if (sampling > 1)
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const ScheduledChunk& c = chunks[ci];
     if (!c.samples_next()) continue;
