@@ -226,6 +226,7 @@ class Transformer final : public Model {
     if (plan_.pp > 1 && R > 0) comm_.broadcast_host(*plan_.groups->pp, logits, R * V, plan_.pp - 1);
   }
 
+
   // This rank's stage over the tokens of one micro-batch of its dp rank (possibly none: it still serves
   // its experts to the other dp ranks). Appends the logits of lb.logit_rows to `logits` on the last stage.
   // The rows a dense_tp group computes together (dense MLPs, shared experts, embedding, LM head). Inside a
@@ -271,7 +272,7 @@ class Transformer final : public Model {
       mine = scratch_.get<float>(kDensePad, r.max_t * H);
       comm_.reduce_scatter(*plan_.groups->dense, y, mine, r.max_t * H);
     } else {
-      comm_.all_reduce(*plan_.groups->dense, y, r.T * H);
+      comm_.all_reduce(group(&ParallelGroups::dense), y, r.T * H);
     }
     if (r.T == 0) return;
     backend_.mark(Phase::dense);
@@ -362,35 +363,16 @@ class Transformer final : public Model {
     }
   }
 
-  // This rank's stage over the tokens of one micro-batch of its dp rank (possibly none: it still serves
-  // its experts to the other dp ranks and its dense_tp group). Appends the logits of lb.logit_rows to
-  // `logits` on the last stage.
-  void run_stage(const ForwardBatch& lb, const KvCacheView& kv, std::vector<float>& logits) {
-    const int64_t T = static_cast<int64_t>(lb.tokens.size()), H = spec_.info.hidden_size;
-    const auto R = static_cast<int64_t>(lb.logit_rows.size());
-    const DeviceStep d = upload(lb, kv);
-    const StepContext& step = d.step;
-    const int64_t rows = std::max<int64_t>(T, 1);
-    float* residual = scratch_.get<float>(kResidual, rows * H);
-    float* normed = scratch_.get<float>(kNormed, rows * H);
-    float* block_out = scratch_.get<float>(kBlockOut, rows * H);
+  // The decoder layers of this rank's stage over its T tokens (possibly none: the rank still serves its
+  // experts and its dense_tp group), from normed = the first layer's input norm to normed = the next
+  // stage's input (the final norm on the last stage; the residual alone otherwise). On one rank every
+  // collective is over the trivial group and does nothing, so this is also the captured single-rank step.
+  void run_layers(const StepContext& step, const KvCacheView& kv, float* residual, float* normed, float* block_out,
+                  const DenseRows& dense) {
+    const int64_t T = step.tokens, H = spec_.info.hidden_size;
     const RopeView rope{.inv_freq = inv_freq_->as<float>(), .attention_scale = spec_.rope.attention_scale};
     const float eps = spec_.norm_eps;
-    Communicator& pp = *plan_.groups->pp;
-    Communicator& tp = *plan_.groups->tp;
-    const int64_t top_k = has_indexer_ ? first_indexer_top_k() : 0;
-    const DenseRows dense = dense_rows(T);
-
-    if (plan_.first_stage()) {
-      embed(dense, lb, d.tokens, residual);
-    } else if (T > 0) {
-      comm_.recv(pp, residual, T * H, DType::f32, plan_.pp_rank - 1);
-      if (has_indexer_) comm_.recv(pp, indexer_selection(scratch_, T, top_k), T * top_k, DType::i32, plan_.pp_rank - 1);
-    }
-    if (T > 0) {
-      backend_.mark(Phase::norms);
-      backend_.rms_norm(residual, spec_.layers[0].input_norm, normed, T, H, eps);
-    }
+    Communicator& tp = group(&ParallelGroups::tp);
     // MoE with every expert on every rank of a tp-only stage: each rank's experts give partial sums over
     // their intermediate share, reduced with the attention output's all-reduce pattern (no dispatch).
     const bool tp_only_moe = plan_.ep == 1 && plan_.edp == 1 && plan_.dp == 1 && plan_.dense == plan_.tp;
@@ -427,6 +409,35 @@ class Transformer final : public Model {
         backend_.add(residual, block_out, T * H);
       }
     }
+  }
+
+  // This rank's stage over the tokens of one micro-batch of its dp rank (possibly none: it still serves
+  // its experts to the other dp ranks and its dense_tp group). Appends the logits of lb.logit_rows to
+  // `logits` on the last stage.
+  void run_stage(const ForwardBatch& lb, const KvCacheView& kv, std::vector<float>& logits) {
+    const int64_t T = static_cast<int64_t>(lb.tokens.size()), H = spec_.info.hidden_size;
+    const auto R = static_cast<int64_t>(lb.logit_rows.size());
+    const DeviceStep d = upload(lb, kv);
+    const StepContext& step = d.step;
+    const int64_t rows = std::max<int64_t>(T, 1);
+    float* residual = scratch_.get<float>(kResidual, rows * H);
+    float* normed = scratch_.get<float>(kNormed, rows * H);
+    float* block_out = scratch_.get<float>(kBlockOut, rows * H);
+    Communicator& pp = *plan_.groups->pp;
+    const int64_t top_k = has_indexer_ ? first_indexer_top_k() : 0;
+    const DenseRows dense = dense_rows(T);
+
+    if (plan_.first_stage()) {
+      embed(dense, lb, d.tokens, residual);
+    } else if (T > 0) {
+      comm_.recv(pp, residual, T * H, DType::f32, plan_.pp_rank - 1);
+      if (has_indexer_) comm_.recv(pp, indexer_selection(scratch_, T, top_k), T * top_k, DType::i32, plan_.pp_rank - 1);
+    }
+    if (T > 0) {
+      backend_.mark(Phase::norms);
+      backend_.rms_norm(residual, spec_.layers[0].input_norm, normed, T, H, spec_.norm_eps);
+    }
+    run_layers(step, kv, residual, normed, block_out, dense);
     if (!plan_.last_stage()) {
       if (T > 0) {
         comm_.send(pp, residual, T * H, DType::f32, plan_.pp_rank + 1);
@@ -437,6 +448,11 @@ class Transformer final : public Model {
       return;
     }
     head(dense, normed, d.rows, R, logits);
+  }
+
+  // One of this rank's groups; on one rank without groups, the trivial group of one.
+  Communicator& group(std::unique_ptr<Communicator> ParallelGroups::*g) {
+    return plan_.groups != nullptr ? *(plan_.groups->*g) : *single_;
   }
 
   int64_t first_indexer_top_k() const {
@@ -454,33 +470,11 @@ class Transformer final : public Model {
     float* residual = scratch_.get<float>(kResidual, T * H);
     float* normed = scratch_.get<float>(kNormed, T * H);
     float* block_out = scratch_.get<float>(kBlockOut, T * H);
-    const RopeView rope{.inv_freq = inv_freq_->as<float>(), .attention_scale = spec_.rope.attention_scale};
-    const float eps = spec_.norm_eps;
-
     backend_.mark(Phase::other);
     backend_.embedding(spec_.embed, tokens, residual, T, H);
     backend_.mark(Phase::norms);
-    backend_.rms_norm(residual, spec_.layers[0].input_norm, normed, T, H, eps);
-    for (size_t l = 0; l < spec_.layers.size(); ++l) {
-      const DecoderLayer& layer = spec_.layers[l];
-      if (layer.mla_config) {
-        mla_attention_forward(step, scratch_, *layer.mla_config, layer.mla, rope, normed, block_out, kv.k[l],
-                              kv.index_k.empty() ? nullptr : kv.index_k[l]);
-      } else {
-        gqa_attention_forward(step, scratch_, layer.attn_config, layer.attn, rope, normed, block_out, kv.k[l],
-                              kv.v[l]);
-      }
-      backend_.mark(Phase::norms);
-      backend_.add_rms_norm(residual, block_out, layer.post_attn_norm, normed, T, H, eps);
-      if (layer.moe_config) {
-        moe_forward(step, scratch_, *layer.moe_config, layer.moe, normed, block_out);
-      } else {
-        dense_mlp_forward(step, scratch_, layer.mlp, normed, block_out);
-      }
-      backend_.mark(Phase::norms);
-      WeightPtr next_norm = l + 1 < spec_.layers.size() ? spec_.layers[l + 1].input_norm : spec_.final_norm;
-      backend_.add_rms_norm(residual, block_out, next_norm, normed, T, H, eps);
-    }
+    backend_.rms_norm(residual, spec_.layers[0].input_norm, normed, T, H, spec_.norm_eps);
+    run_layers(step, kv, residual, normed, block_out, DenseRows{.T = T, .max_t = T});
     if (R == 0) return;
     backend_.mark(Phase::dense);
     float* last = scratch_.get<float>(kLastHidden, R * H);
@@ -610,6 +604,7 @@ class Transformer final : public Model {
   ShardPlan plan_;
   Scratch scratch_;
   ModelComm comm_;
+  std::unique_ptr<Communicator> single_ = make_single_rank_communicator();
   bool has_indexer_ = false;
   std::vector<int32_t> local_tokens_;     // token ids as rows of this rank's vocabulary share
   std::vector<float> gathered_logits_;    // the last stage's logits of every dp rank
