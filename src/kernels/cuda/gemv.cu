@@ -7,6 +7,8 @@
 // its row before waiting for the previous kernel (weights are never written by a step).
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
 #include "kernels/cuda/device_utils.cuh"
 
 namespace sy::cuda {
@@ -16,10 +18,10 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kPrefetch = 8;  // 16-byte chunks per lane in flight before the wait
 
-// acc[t] += Σ_j w[j] · bf16(x[t, c*8 + j]) for the 8 weights of chunk c.
+// acc[t] += Σ_j w[j] · bf16(x[t, c*8 + j]) for the 8 bf16 weights of chunk c.
 template <int MT>
-__device__ __forceinline__ void apply_bf16_chunk(const uint4& u, const float* __restrict__ x, int64_t m, int64_t k,
-                                                 int64_t c, float* acc) {
+__device__ __forceinline__ void apply_chunk(const uint4& u, const float* __restrict__ x, int64_t m, int64_t k,
+                                            int64_t c, float* acc) {
   float wf[8];
   unpack8(u, wf);
 #pragma unroll
@@ -32,42 +34,10 @@ __device__ __forceinline__ void apply_bf16_chunk(const uint4& u, const float* __
   }
 }
 
+// acc[t] += Σ_j w[j] · x[t, c*4 + j] for the 4 fp32 weights of chunk c.
 template <int MT>
-__global__ void __launch_bounds__(kWarps * 32)
-    gemv_kernel(const float* __restrict__ x, const uint4* __restrict__ w, const bf16_bits* __restrict__ bias,
-                float* __restrict__ y, int64_t m, int64_t n, int64_t k) {
-  pdl_launch_dependents();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  const int64_t chunks = row < n ? k / 8 : 0;
-  const uint4* wr = w + row * (k / 8);
-  uint4 pre[kPrefetch] = {};
-#pragma unroll
-  for (int j = 0; j < kPrefetch; ++j) {
-    if (lane + 32 * j < chunks) pre[j] = __ldg(wr + lane + 32 * j);
-  }
-  pdl_wait();
-  if (row >= n) return;
-  float acc[MT];
-#pragma unroll
-  for (int t = 0; t < MT; ++t) acc[t] = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kPrefetch; ++j) {
-    if (lane + 32 * j < chunks) apply_bf16_chunk<MT>(pre[j], x, m, k, lane + 32 * j, acc);
-  }
-#pragma unroll 4
-  for (int64_t c = lane + 32 * kPrefetch; c < chunks; c += 32) apply_bf16_chunk<MT>(__ldg(wr + c), x, m, k, c, acc);
-#pragma unroll
-  for (int t = 0; t < MT; ++t) {
-    if (t >= m) break;
-    const float v = warp_sum(acc[t]);
-    if (lane == 0) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
-  }
-}
-
-template <int MT>
-__device__ __forceinline__ void apply_f32_chunk(const float4& wv, const float* __restrict__ x, int64_t m, int64_t k,
-                                                int64_t c, float* acc) {
+__device__ __forceinline__ void apply_chunk(const float4& wv, const float* __restrict__ x, int64_t m, int64_t k,
+                                            int64_t c, float* acc) {
 #pragma unroll
   for (int t = 0; t < MT; ++t) {
     if (t >= m) break;
@@ -76,19 +46,23 @@ __device__ __forceinline__ void apply_f32_chunk(const float4& wv, const float* _
   }
 }
 
-// Four warps per block: a router's few rows spread over more SMs.
-constexpr int kF32Warps = 4;
+// Weights per 16-byte chunk: 8 bf16 or 4 fp32.
+template <typename Chunk>
+constexpr int64_t kPerChunk = std::is_same_v<Chunk, uint4> ? 8 : 4;
 
-template <int MT>
-__global__ void __launch_bounds__(kF32Warps * 32)
-    gemv_f32_kernel(const float* __restrict__ x, const float4* __restrict__ w, float* __restrict__ y, int64_t m,
-                    int64_t n, int64_t k) {
+// One warp per output row, WARPS rows per block. Chunk is uint4 (bf16 weights, x rounded to bf16, optional
+// bf16 bias) or float4 (fp32 weights, fp32 throughout, no bias).
+template <int MT, int WARPS, typename Chunk>
+__global__ void __launch_bounds__(WARPS * 32)
+    gemv_kernel(const float* __restrict__ x, const Chunk* __restrict__ w, const bf16_bits* __restrict__ bias,
+                float* __restrict__ y, int64_t m, int64_t n, int64_t k) {
   pdl_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kF32Warps + warp;
-  const int64_t chunks = row < n ? k / 4 : 0;
-  const float4* wr = w + row * (k / 4);
-  float4 pre[kPrefetch] = {};
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * WARPS + warp;
+  const int64_t per_row = k / kPerChunk<Chunk>;
+  const int64_t chunks = row < n ? per_row : 0;
+  const Chunk* wr = w + row * per_row;
+  Chunk pre[kPrefetch] = {};
 #pragma unroll
   for (int j = 0; j < kPrefetch; ++j) {
     if (lane + 32 * j < chunks) pre[j] = __ldg(wr + lane + 32 * j);
@@ -100,29 +74,33 @@ __global__ void __launch_bounds__(kF32Warps * 32)
   for (int t = 0; t < MT; ++t) acc[t] = 0.0f;
 #pragma unroll
   for (int j = 0; j < kPrefetch; ++j) {
-    if (lane + 32 * j < chunks) apply_f32_chunk<MT>(pre[j], x, m, k, lane + 32 * j, acc);
+    if (lane + 32 * j < chunks) apply_chunk<MT>(pre[j], x, m, k, lane + 32 * j, acc);
   }
 #pragma unroll 4
-  for (int64_t c = lane + 32 * kPrefetch; c < chunks; c += 32) apply_f32_chunk<MT>(__ldg(wr + c), x, m, k, c, acc);
+  for (int64_t c = lane + 32 * kPrefetch; c < chunks; c += 32) apply_chunk<MT>(__ldg(wr + c), x, m, k, c, acc);
 #pragma unroll
   for (int t = 0; t < MT; ++t) {
     if (t >= m) break;
     const float v = warp_sum(acc[t]);
-    if (lane == 0) y[t * n + row] = v;
+    if (lane == 0) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
   }
 }
+
+// Four warps per block for fp32 weights: a router's few rows spread over more SMs.
+constexpr int kF32Warps = 4;
 
 template <int MT>
 void launch(const float* x, const bf16_bits* w, const bf16_bits* bias, float* y, int64_t m, int64_t n, int64_t k,
             cudaStream_t s) {
-  launch_pdl(gemv_kernel<MT>, dim3(static_cast<unsigned>((n + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0, s, "gemv",
-             x, reinterpret_cast<const uint4*>(w), bias, y, m, n, k);
+  launch_pdl(gemv_kernel<MT, kWarps, uint4>, dim3(static_cast<unsigned>((n + kWarps - 1) / kWarps)),
+             dim3(kWarps * 32), 0, s, "gemv", x, reinterpret_cast<const uint4*>(w), bias, y, m, n, k);
 }
 
 template <int MT>
 void launch_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
-  launch_pdl(gemv_f32_kernel<MT>, dim3(static_cast<unsigned>((n + kF32Warps - 1) / kF32Warps)), dim3(kF32Warps * 32),
-             0, s, "gemv_f32", x, reinterpret_cast<const float4*>(w), y, m, n, k);
+  launch_pdl(gemv_kernel<MT, kF32Warps, float4>, dim3(static_cast<unsigned>((n + kF32Warps - 1) / kF32Warps)),
+             dim3(kF32Warps * 32), 0, s, "gemv_f32", x, reinterpret_cast<const float4*>(w),
+             static_cast<const bf16_bits*>(nullptr), y, m, n, k);
 }
 
 }  // namespace
