@@ -1,8 +1,6 @@
-// Running the switchyard binary from a test and reading what the benchmarks print: the tables of
+// Reading what the benchmarks print (run through common/run_switchyard.h): the tables of
 // `bench latency` and `bench comm` as columns by header name, their JSON files, the lines that are errors.
 #pragma once
-
-#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
@@ -14,25 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "common/run_switchyard.h"
+
 namespace sy::test {
-
-struct CommandResult {
-  int code = -1;
-  std::string out;  // stdout + stderr
-};
-
-// Runs `switchyard <args>` through the shell and waits for it.
-inline CommandResult run_switchyard(const std::string& args) {
-  const std::string cmd = std::string(SY_BINARY) + " " + args + " 2>&1";
-  CommandResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 inline std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;

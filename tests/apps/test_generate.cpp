@@ -9,28 +9,15 @@
 #include <sys/wait.h>
 
 #include "common/fixture.h"
+#include "common/run_switchyard.h"
 
 namespace sy {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int code = -1;
-  std::string out;  // stdout + stderr
-};
-
-RunResult run(const std::string& args) {
-  const std::string cmd = std::string(SY_BINARY) + " " + args + " 2>&1";
-  RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using RunResult = test::CommandResult;
+RunResult run(const std::string& args) { return test::run_switchyard(args); }
 
 // Lines the program wrote that are not log lines ("[switchyard ...]").
 std::vector<std::string> output_lines(const std::string& out) {

@@ -20,8 +20,10 @@
 #include <vector>
 
 #include "base/check.h"
+#include "common/mpi_test_main.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/nccl_communicator.h"
+#include "parallel/rank_groups.h"
 
 namespace sy {
 namespace {
@@ -534,21 +536,6 @@ TEST(NcclCommunicator, WaitTimeoutAbortsTheCommunicator) {
   check_cuda(cudaStreamSynchronize(lonely->own_stream()), "cudaStreamSynchronize");
 }
 
-// On ranks other than 0, prints only failed assertions, prefixed by the rank.
-class FailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& result) override {
-    if (result.failed()) {
-      fmt::print(stderr, "[rank {}] {}:{}: {}\n", rank_, result.file_name() ? result.file_name() : "?",
-                 result.line_number(), result.summary());
-    }
-  }
-
- private:
-  int rank_;
-};
-
 const char* first_env(std::initializer_list<const char*> names) {
   for (const char* name : names) {
     if (const char* value = std::getenv(name)) return value;
@@ -569,7 +556,7 @@ constexpr int kSkipped = 77;
 int run_tests(Communicator& bootstrap) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
-  const int local_rank = env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, bootstrap.rank());
+  const int local_rank = sy::local_rank(bootstrap.rank());
   const int local_size = env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, bootstrap.size());
   if (local_size > devices) {
     if (bootstrap.rank() == 0) {
@@ -589,7 +576,7 @@ int run_tests(Communicator& bootstrap) {
   } else {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new FailurePrinter(bootstrap.rank()));
+    listeners.Append(new test::RankFailurePrinter(bootstrap.rank()));
   }
   const int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
   g_nccl = nullptr;
