@@ -15,15 +15,16 @@ namespace fs = std::filesystem;
 // Layer → the layers it may include (itself included).
 const std::map<std::string, std::set<std::string>> kAllowed = {
     {"base", {"base"}},
+    {"text", {"text", "base"}},
     {"tensor", {"tensor", "base"}},
     {"kernels", {"kernels", "tensor", "base"}},
     {"io", {"io", "tensor", "base"}},
     {"parallel", {"parallel", "tensor", "base"}},
     {"backend", {"backend", "kernels", "parallel", "tensor", "base"}},
     {"model", {"model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
-    {"runtime", {"runtime", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
+    {"runtime", {"runtime", "text", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
     {"planner", {"planner", "parallel", "io", "tensor", "base"}},
-    {"apps", {"apps", "planner", "runtime", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
+    {"apps", {"apps", "planner", "runtime", "text", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
 };
 
 TEST(Layering, NoIncludeReachesUpward) {
