@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make ccache pkg-config libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
-          libpcre2-dev libutf8proc-dev zlib1g-dev
+          libpcre2-dev libutf8proc-dev libsimdjson-dev zlib1g-dev
           libopenmpi-dev openmpi-bin python3)
 missing=()
 for p in "${packages[@]}"; do

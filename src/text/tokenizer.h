@@ -42,8 +42,10 @@ class Tokenizer {
   // Whether `id` is an added token marked special (skipped by skip_special_tokens).
   bool is_special(int32_t id) const;
 
- private:
+  // The state, defined in tokenizer_impl.h; named here so that its loaders can build one.
   struct Impl;
+
+ private:
   explicit Tokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
   friend class IncrementalDecoder;
