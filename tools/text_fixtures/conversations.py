@@ -122,7 +122,7 @@ def conversation(rng, fake):
     messages = []
     if rng.random() < 0.5:
         messages.append({"role": "system", "content": _text(rng, fake)})
-    for _ in range(rng.choice([1, 1, 2, 2, 3, 4])):
+    for _ in range(rng.choice([1, 1, 1, 2, 2, 3])):
         if rng.random() < 0.97:
             messages.append({"role": "user", "content": _text(rng, fake)})
         if rng.random() < 0.15:  # a second user or system turn in a row

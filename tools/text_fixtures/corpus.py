@@ -131,8 +131,8 @@ def localized(fake, rng, n, lorem=True):
     out = []
     gens = [fake.name, fake.address, fake.city]
     if lorem:
-        gens += [lambda: fake.sentence(nb_words=rng.randint(3, 12)), lambda: fake.text(max_nb_chars=rng.randint(20, 200)),
-                 lambda: fake.paragraph(nb_sentences=rng.randint(1, 3))]
+        gens += [lambda: fake.sentence(nb_words=rng.randint(3, 12)), lambda: fake.text(max_nb_chars=rng.randint(20, 120)),
+                 lambda: fake.paragraph(nb_sentences=rng.randint(1, 2))]
     if hasattr(fake, "company"):
         gens.append(fake.company)
     for _ in range(n):
