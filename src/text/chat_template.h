@@ -35,6 +35,11 @@ class ChatTemplate {
   // or a list of {name, template} of which "default" is taken); nullopt when the folder has none.
   static std::optional<ChatTemplate> load(const std::filesystem::path& dir);
 
+  // The special tokens of a tokenizer_config.json that templates see (bos_token, eos_token, unk_token,
+  // sep_token, pad_token, cls_token, mask_token, additional_special_tokens; those set to null are left out),
+  // as transformers' special_tokens_map gives them. Values may be strings or {"content": ...}.
+  static nlohmann::ordered_json special_tokens_of(const nlohmann::ordered_json& tokenizer_config);
+
   // Renders a conversation. An error raised by the template (raise_exception) or met while rendering
   // throws sy::Error with the message and the template line.
   std::string render(const ChatInputs& inputs) const;
