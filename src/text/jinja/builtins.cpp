@@ -117,6 +117,23 @@ Value string_method(const std::string& s, const std::string& name) {
       return Value(prefix ? s.substr(n) : s.substr(0, s.size() - n));
     });
   }
+  if (name == "center" || name == "ljust" || name == "rjust") {
+    return m([=](ArgReader& r) {
+      int64_t width = r.get(0, "").to_int();
+      Value fill = r.get(1, "", Value(" "));
+      SY_CHECK(fill.is_string() && str::length(fill.as_string()) == 1,
+               "The fill character must be exactly one character long");
+      auto len = static_cast<int64_t>(str::length(s));
+      if (width <= len) return Value(s);
+      int64_t marg = width - len;
+      int64_t left = name == "ljust" ? 0 : name == "rjust" ? marg : marg / 2 + (marg & width & 1);
+      std::string out;
+      for (int64_t i = 0; i < left; ++i) out += fill.as_string();
+      out += s;
+      for (int64_t i = left; i < marg; ++i) out += fill.as_string();
+      return Value(out);
+    });
+  }
   auto all_of = [&](auto pred) {
     return m([=](ArgReader&) {
       auto cps = str::decode(s);
@@ -158,8 +175,9 @@ Value dict_method(const Value& d, const std::string& name) {
   }
   if (name == "get") {
     return m([=](ArgReader& r) {
-      const Value* v = d.dict_data().find(r.get(0, ""));
-      return v ? *v : r.get(1, "", Value::none());
+      Value key = r.get(0, ""), fallback = r.get(1, "", Value::none());
+      const Value* v = d.dict_data().find(key);
+      return v ? *v : fallback;
     });
   }
   if (name == "copy") return m([=](ArgReader&) { return d; });
