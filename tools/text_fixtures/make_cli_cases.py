@@ -1,5 +1,6 @@
 """Expected outputs of `switchyard tokenize` / `generate --chat` on the shared tokenizers, made by Hugging Face
-transformers (versions pinned in requirements.txt beside this script; they are written into the output).
+transformers (versions pinned in requirements.txt beside this script, transformers 4.57.x: 5.x loads DeepSeek-V3's
+tokenizer as Metaspace and drops its spaces, see README.md; the versions are written into the output).
 
     python tools/text_fixtures/make_cli_cases.py   # writes tests/fixtures/text/cli_cases.json
 """
