@@ -12,7 +12,7 @@ namespace sy::text::detail {
 
 namespace {
 
-size_t hash_bytes(std::string_view s) { return std::hash<std::string_view>{}(s); }
+size_t hash_bytes(std::string_view s) { return Vocab::hash(s); }
 
 // A symbol of the word being merged: a token id over the byte range [begin, end) of the piece, in a
 // doubly linked list (prev/next are indices, -1 at the ends). id == -1 marks a symbol merged away.
@@ -71,45 +71,54 @@ void merge_symbols(std::vector<Symbol>& symbols, const Lookup& lookup, std::vect
 
 }  // namespace
 
+void Vocab::place(size_t hash, int32_t id) {
+  const size_t mask = slots_.size() - 1;
+  size_t h = hash & mask;
+  while (slots_[h].id >= 0) h = (h + 1) & mask;
+  slots_[h] = {static_cast<uint32_t>(hash >> 32), id};
+}
+
 void Vocab::reserve(size_t tokens, size_t bytes) {
   arena_.reserve(bytes);
   spans_.reserve(tokens);
   size_t cap = 16;
   while (cap < tokens * 2) cap *= 2;
   if (cap > slots_.size()) {
-    slots_.assign(cap, -1);
+    slots_.assign(cap, Slot{});
     for (int32_t id = 0; id < end_id(); ++id) {
-      if (!contains_id(id)) continue;
-      size_t h = hash_bytes(token(id)) & (cap - 1);
-      while (slots_[h] >= 0) h = (h + 1) & (cap - 1);
-      slots_[h] = id;
+      if (contains_id(id)) place(hash_bytes(token(id)), id);
     }
   }
 }
 
 void Vocab::grow() { reserve(std::max<size_t>(count_ * 2, 16), arena_.size()); }
 
-bool Vocab::insert(std::string_view token_text, int32_t id) {
-  if (id < 0 || contains_id(id) || find(token_text) >= 0) return false;
+bool Vocab::insert(std::string_view token_text, int32_t id, size_t hash) {
+  if (id < 0 || contains_id(id)) return false;
   if ((count_ + 1) * 2 > slots_.size()) grow();
+  // One probe sequence both rejects a duplicate and finds the free slot.
+  const size_t mask = slots_.size() - 1;
+  const auto tag = static_cast<uint32_t>(hash >> 32);
+  size_t h = hash & mask;
+  for (; slots_[h].id >= 0; h = (h + 1) & mask) {
+    if (slots_[h].tag == tag && token(slots_[h].id) == token_text) return false;
+  }
   if (size_t(id) >= spans_.size()) spans_.resize(size_t(id) + 1);
   spans_[id] = {static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(token_text.size())};
   arena_.append(token_text);
-  const size_t mask = slots_.size() - 1;
-  size_t h = hash_bytes(token_text) & mask;
-  while (slots_[h] >= 0) h = (h + 1) & mask;
-  slots_[h] = id;
+  slots_[h] = {tag, id};
   ++count_;
   return true;
 }
 
-int32_t Vocab::find(std::string_view token_text) const {
+int32_t Vocab::find(std::string_view token_text, size_t hash) const {
   if (slots_.empty()) return -1;
   const size_t mask = slots_.size() - 1;
-  for (size_t h = hash_bytes(token_text) & mask;; h = (h + 1) & mask) {
-    const int32_t id = slots_[h];
-    if (id < 0) return -1;
-    if (token(id) == token_text) return id;
+  const auto tag = static_cast<uint32_t>(hash >> 32);
+  for (size_t h = hash & mask;; h = (h + 1) & mask) {
+    const Slot slot = slots_[h];
+    if (slot.id < 0) return -1;
+    if (slot.tag == tag && token(slot.id) == token_text) return slot.id;
   }
 }
 
@@ -131,7 +140,7 @@ void MergeTable::insert(int32_t left, int32_t right, Merge merge) {
   if ((count_ + 1) * 2 > slots_.size()) grow();
   const uint64_t k = key(left, right);
   const size_t mask = slots_.size() - 1;
-  for (size_t h = (k * 0x9E3779B97F4A7C15ull) >> 20 & mask;; h = (h + 1) & mask) {
+  for (size_t h = slot_of(k);; h = (h + 1) & mask) {
     if (slots_[h].key == k) {
       slots_[h].merge = merge;
       return;
@@ -148,7 +157,7 @@ const MergeTable::Merge* MergeTable::find(int32_t left, int32_t right) const {
   if (slots_.empty()) return nullptr;
   const uint64_t k = key(left, right);
   const size_t mask = slots_.size() - 1;
-  for (size_t h = (k * 0x9E3779B97F4A7C15ull) >> 20 & mask;; h = (h + 1) & mask) {
+  for (size_t h = slot_of(k);; h = (h + 1) & mask) {
     if (slots_[h].key == k) return &slots_[h].merge;
     if (slots_[h].key == UINT64_MAX) return nullptr;
   }
@@ -174,18 +183,40 @@ BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string_view, st
     : vocab_(std::move(vocab)), options_(std::move(options)) {
   merges_.reserve(merges.size());
   const size_t prefix_len = options_.continuing_subword_prefix.size();
-  std::string merged;
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const auto& [a, b] = merges[rank];
-    const int32_t a_id = vocab_.find(a), b_id = vocab_.find(b);
-    SY_CHECK(a_id >= 0 && b_id >= 0, "{}: merge {} (\"{} {}\") names token \"{}\" that is not in model.vocab; the merges "
-             "and the vocabulary must come from the same tokenizer",
-             origin, rank, a, b, a_id < 0 ? a : b);
-    merged.assign(a);
-    merged.append(b.substr(std::min(prefix_len, b.size())));
-    const int32_t id = vocab_.find(merged);
-    SY_CHECK(id >= 0, "{}: merge {} (\"{} {}\") makes \"{}\", which is not in model.vocab", origin, rank, a, b, merged);
-    merges_.insert(a_id, b_id, {static_cast<int32_t>(rank), id});
+  // Merges are resolved in blocks whose hash slots are prefetched first: the three vocabulary lookups per
+  // merge are cache misses, and loading a 150k-merge file is bound by their latency.
+  constexpr size_t kBlock = 32;
+  std::string merged[kBlock];
+  size_t hashes[kBlock][3];
+  for (size_t block = 0; block < merges.size(); block += kBlock) {
+    const size_t n = std::min(kBlock, merges.size() - block);
+    for (size_t k = 0; k < n; ++k) {
+      const auto& [a, b] = merges[block + k];
+      merged[k].assign(a);
+      merged[k].append(b.substr(std::min(prefix_len, b.size())));
+      hashes[k][0] = Vocab::hash(a);
+      hashes[k][1] = Vocab::hash(b);
+      hashes[k][2] = Vocab::hash(merged[k]);
+      for (const size_t h : hashes[k]) vocab_.prefetch(h);
+    }
+    int32_t ids[kBlock][3];
+    for (size_t k = 0; k < n; ++k) {
+      const size_t rank = block + k;
+      const auto& [a, b] = merges[rank];
+      const int32_t a_id = vocab_.find(a, hashes[k][0]), b_id = vocab_.find(b, hashes[k][1]);
+      SY_CHECK(a_id >= 0 && b_id >= 0,
+               "{}: merge {} (\"{} {}\") names token \"{}\" that is not in model.vocab; the merges and the "
+               "vocabulary must come from the same tokenizer",
+               origin, rank, a, b, a_id < 0 ? a : b);
+      const int32_t id = vocab_.find(merged[k], hashes[k][2]);
+      SY_CHECK(id >= 0, "{}: merge {} (\"{} {}\") makes \"{}\", which is not in model.vocab", origin, rank, a, b,
+               merged[k]);
+      ids[k][0] = a_id;
+      ids[k][1] = b_id;
+      ids[k][2] = id;
+      merges_.prefetch(a_id, b_id);
+    }
+    for (size_t k = 0; k < n; ++k) merges_.insert(ids[k][0], ids[k][1], {static_cast<int32_t>(block + k), ids[k][2]});
   }
   if (options_.unk_token) {
     unk_id_ = vocab_.find(*options_.unk_token);

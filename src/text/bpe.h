@@ -19,9 +19,16 @@ class Vocab {
  public:
   void reserve(size_t tokens, size_t bytes);
   // Returns false (and changes nothing) when `token` or `id` is already present.
-  bool insert(std::string_view token, int32_t id);
+  bool insert(std::string_view token, int32_t id) { return insert(token, id, hash(token)); }
+  bool insert(std::string_view token, int32_t id, size_t token_hash);
   // The id of `token`, or -1.
-  int32_t find(std::string_view token) const;
+  int32_t find(std::string_view token) const { return find(token, hash(token)); }
+  // The same with hash(token) computed by the caller, which may have prefetched its slot.
+  int32_t find(std::string_view token, size_t token_hash) const;
+  static size_t hash(std::string_view token) { return std::hash<std::string_view>{}(token); }
+  void prefetch(size_t token_hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[token_hash & (slots_.size() - 1)]);
+  }
   bool contains_id(int32_t id) const { return id >= 0 && size_t(id) < spans_.size() && spans_[id].len != kAbsent; }
   // Precondition: contains_id(id).
   std::string_view token(int32_t id) const { return {arena_.data() + spans_[id].offset, spans_[id].len}; }
@@ -37,8 +44,15 @@ class Vocab {
   };
   void grow();
   std::string arena_;
-  std::vector<Span> spans_;   // by id
-  std::vector<int32_t> slots_;  // ids, -1 when empty; size is a power of two
+  // A slot holds an id (-1 when empty) and the high bits of its token's hash, so that a probe rarely
+  // touches the token text of another entry.
+  struct Slot {
+    uint32_t tag = 0;
+    int32_t id = -1;
+  };
+  void place(size_t token_hash, int32_t id);
+  std::vector<Span> spans_;  // by id
+  std::vector<Slot> slots_;  // size is a power of two
   size_t count_ = 0;
 };
 
@@ -53,10 +67,14 @@ class MergeTable {
   // A later insert of the same pair replaces the earlier one (as `tokenizers` does).
   void insert(int32_t left, int32_t right, Merge merge);
   const Merge* find(int32_t left, int32_t right) const;
+  void prefetch(int32_t left, int32_t right) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[slot_of(key(left, right))]);
+  }
   size_t size() const { return count_; }
 
  private:
   static uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+  size_t slot_of(uint64_t k) const { return ((k * 0x9E3779B97F4A7C15ull) >> 20) & (slots_.size() - 1); }
   void grow();
   struct Slot {
     uint64_t key = UINT64_MAX;

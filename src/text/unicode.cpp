@@ -191,6 +191,23 @@ const ByteLevelAlphabet& ByteLevelAlphabet::get() {
   return alphabet;
 }
 
+namespace {
+
+// Whether `name` in \p{name} is a general category (or PCRE2's own Xan/Xwd/...), not a script.
+bool is_category_name(std::string_view name) {
+  static constexpr std::string_view categories[] = {
+      "L", "Lu", "Ll", "Lt", "Lm", "Lo", "L&", "M", "Mn", "Mc", "Me", "N", "Nd", "Nl", "No", "P", "Pc", "Pd", "Ps",
+      "Pe", "Pi", "Pf", "Po", "S", "Sm", "Sc", "Sk", "So", "Z", "Zs", "Zl", "Zp", "C", "Cc", "Cf", "Cs", "Co", "Cn",
+      "Any", "Xan", "Xps", "Xsp", "Xwd", "Xuc"};
+  if (!name.empty() && name[0] == '^') name.remove_prefix(1);
+  for (const std::string_view c : categories) {
+    if (c == name) return true;
+  }
+  return name.find_first_of(":=") != std::string_view::npos;
+}
+
+}  // namespace
+
 std::string translate_pattern(std::string_view pattern) {
   static constexpr std::string_view space_items = "\\t-\\r\\x{20}\\x{85}\\p{Z}";
   std::string out;
@@ -200,6 +217,21 @@ std::string translate_pattern(std::string_view pattern) {
     const char c = pattern[i];
     if (c == '\\' && i + 1 < pattern.size()) {
       const char e = pattern[i + 1];
+      const size_t close = pattern.find('}', i + 2);
+      if ((e == 'p' || e == 'P') && i + 2 < pattern.size() && pattern[i + 2] == '{' && close != std::string_view::npos &&
+          !is_category_name(pattern.substr(i + 3, close - i - 3))) {
+        // A script: Oniguruma and Rust regex match the Script property, PCRE2's \p{Han} the wider
+        // Script_Extensions (U+3002 "。" is Han there); sc: selects Script.
+        std::string_view name = pattern.substr(i + 3, close - i - 3);
+        out.append(e == 'p' ? "\\p{" : "\\P{");
+        if (name[0] == '^') {
+          out.push_back('^');
+          name.remove_prefix(1);
+        }
+        out.append("sc:").append(name).append("}");
+        i = close;
+        continue;
+      }
       if (e == 's' || e == 'S') {
         if (in_class && e == 's') {
           out.append(space_items);
