@@ -165,7 +165,18 @@ std::optional<int64_t> parse_int(const std::string& text, int base) {
   size_t i = 0;
   bool neg = false;
   if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
-  if (i == s.size()) return std::nullopt;
+  // A 0x / 0o / 0b prefix is allowed when it matches the base; base 0 takes the base from it.
+  if (i + 1 < s.size() && s[i] == '0') {
+    char p = static_cast<char>(s[i + 1] | 0x20);
+    int prefix_base = p == 'x' ? 16 : p == 'o' ? 8 : p == 'b' ? 2 : 0;
+    if (prefix_base && (base == prefix_base || base == 0)) {
+      base = prefix_base;
+      i += 2;
+      if (i < s.size() && s[i] == '_') ++i;
+    }
+  }
+  if (base == 0) base = 10;
+  if (base < 2 || base > 36 || i == s.size()) return std::nullopt;
   __int128 v = 0;
   bool prev_digit = false;
   for (; i < s.size(); ++i) {
@@ -484,7 +495,15 @@ Value f_format(const Value& v, ArgReader& r) {
   return Value(percent_format(v.str(), Value::list(std::move(args), true)));
 }
 
-Value f_attr(const Value& v, ArgReader& r) { return get_attr(v, r.get(0, "name").str()); }
+// Jinja's attr looks up attributes only (methods, namespace fields), never dict keys.
+Value f_attr(const Value& v, ArgReader& r) {
+  std::string name = r.get(0, "name").str();
+  if (v.is_dict()) {
+    Value a = get_attr(v, name);
+    return a.is_callable() ? a : missing(v, Value(name));
+  }
+  return get_attr(v, name);
+}
 
 const std::map<std::string, Filter, std::less<>>& filters() {
   static const std::map<std::string, Filter, std::less<>> kFilters = {
