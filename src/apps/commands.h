@@ -21,10 +21,13 @@ using CommandMain = std::function<int()>;
 CommandMain add_generate_command(CLI::App& app, Launch& launch);
 CommandMain add_plan_command(CLI::App& app);
 CommandMain add_inspect_command(CLI::App& app);
+CommandMain add_tokenize_command(CLI::App& app);
 // The subcommands of `bench` (`bench_cmd`): latency runs as one rank or as the ranks of a layout, comm as the
 // ranks of a launch, each started by itself or by mpirun as generate is.
 CommandMain add_bench_latency_command(CLI::App& bench_cmd, Launch& launch);
 CommandMain add_bench_comm_command(CLI::App& bench_cmd, Launch& launch);
+// bench tokenize: encoding throughput of the model's tokenizer on one core, and its load time.
+CommandMain add_bench_tokenize_command(CLI::App& bench_cmd);
 
 // The layout flags (--tp --dp --pp --ep --etp --edp --dense-tp --pp-layers) and the GPUs at hand
 // (--gpus --nodes --machine), shared by plan, generate and bench latency; defined in plan.cpp.

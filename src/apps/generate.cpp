@@ -1,24 +1,29 @@
-// `switchyard generate`: run prompts (token ids) through a model and print the continuations, on one rank
-// or on every rank of a layout (started under mpirun, by the user or by generate itself).
+// `switchyard generate`: run prompts (text, chat messages or token ids) through a model and print the
+// continuations (text streamed as it is generated), on one rank or on every rank of a layout (started
+// under mpirun, by the user or by generate itself).
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "apps/commands.h"
 #include "apps/launch.h"
+#include "apps/text_input.h"
 #include "base/check.h"
 #include "base/log.h"
+#include "io/model_config.h"
 #include "io/npy.h"
 #include "parallel/groups.h"
 #include "parallel/machine.h"
 #include "parallel/rank_groups.h"
 #include "planner/report.h"
 #include "runtime/engine.h"
+#include "text/generation_config.h"
 
 namespace sy {
 
@@ -28,6 +33,11 @@ struct GenerateOptions {
   std::string model;
   std::string device = "cpu";
   std::vector<std::string> prompt_ids;
+  std::string tokenizer;  // folder of the tokenizer and chat template; default: the model's
+  std::vector<std::string> prompt_text;
+  std::vector<std::string> chat;
+  std::string system;
+  bool ignore_eos = false;
   int64_t max_tokens = 16;
   float temperature = 0.0f;
   float top_p = 1.0f;
@@ -42,49 +52,81 @@ struct GenerateOptions {
   int fail_on_rank = -1;  // -1: off
 };
 
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t comma = std::min(text.find(',', pos), text.size());
-    const std::string item = text.substr(pos, comma - pos);
-    size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    SY_CHECK(used == item.size() && !item.empty() && v >= 0 && v <= INT32_MAX,
-             "--prompt-ids: '{}' is not a token id; give comma-separated non-negative integers like 1,2,3", item);
-    ids.push_back(static_cast<int32_t>(v));
-    pos = comma + 1;
+// The prompts of a run, in the order given: token ids as given (--prompt-ids), or text (--prompt, --chat)
+// encoded by the model's tokenizer, with the end-of-sequence tokens the run stops at.
+struct Prompts {
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<bool> is_text;         // per prompt: its continuation is printed as text
+  std::optional<TextModel> text;     // loaded when a prompt is text or EOS tokens need the tokenizer
+  std::vector<int32_t> stop_tokens;  // EOS tokens of the model folder (none with --ignore-eos)
+};
+
+Prompts parse_prompts(const GenerateOptions& o) {
+  Prompts p;
+  SY_CHECK(!o.prompt_ids.empty() || !o.prompt_text.empty() || !o.chat.empty(),
+           "give a prompt: --prompt TEXT, --chat TEXT or --prompt-ids 1,2,3 (each may repeat)");
+  SY_CHECK(o.system.empty() || !o.chat.empty(), "--system goes with --chat (it is the chat's system message)");
+  const bool any_text = !o.prompt_text.empty() || !o.chat.empty();
+  const std::string tokenizer_dir = o.tokenizer.empty() ? o.model : o.tokenizer;
+  if (any_text) p.text = load_text_model(tokenizer_dir);
+  for (const auto& ids : o.prompt_ids) {
+    p.ids.push_back(parse_token_ids(ids, "--prompt-ids"));
+    p.is_text.push_back(false);
   }
-  return ids;
+  for (const auto& t : o.prompt_text) {
+    p.ids.push_back(p.text->tokenizer.encode(t, /*add_special_tokens=*/true));
+    SY_CHECK(!p.ids.back().empty(), "--prompt '{}' encodes to no tokens; give some text", t);
+    p.is_text.push_back(true);
+  }
+  for (const auto& t : o.chat) {
+    p.ids.push_back(encode_chat(*p.text, o.system, t));
+    p.is_text.push_back(true);
+  }
+  SY_CHECK(o.logits_out.empty() || p.ids.size() == 1, "--logits-out takes one prompt, got {}", p.ids.size());
+  if (!o.ignore_eos) {
+    p.stop_tokens = text::load_eos_token_ids(o.model, tokenizer_dir, p.text ? &p.text->tokenizer : nullptr);
+  }
+  return p;
 }
 
-std::vector<std::vector<int32_t>> parse_prompts(const GenerateOptions& o) {
-  std::vector<std::vector<int32_t>> prompts;
-  for (const auto& p : o.prompt_ids) prompts.push_back(parse_ids(p));
-  SY_CHECK(o.logits_out.empty() || prompts.size() == 1, "--logits-out takes one prompt, got {}", prompts.size());
-  return prompts;
-}
-
-int64_t total_tokens(const GenerateOptions& o, const std::vector<std::vector<int32_t>>& prompts) {
+int64_t total_tokens(const GenerateOptions& o, const Prompts& prompts) {
   int64_t total = 0;
-  for (const auto& p : prompts) total += static_cast<int64_t>(p.size()) + o.max_tokens;
+  for (const auto& p : prompts.ids) total += static_cast<int64_t>(p.size()) + o.max_tokens;
   return total;
 }
 
+// Every prompt with its new tokens fits the model's context, and its ids the model's vocabulary (checked
+// before any weight is read).
+void check_context(const GenerateOptions& o, const Prompts& prompts) {
+  const ConfigJson config = ConfigJson::load(o.model);
+  const int64_t context = config.get_int("max_position_embeddings", 0, 0);
+  const int64_t vocab = config.get_int("vocab_size", 0, 0);
+  for (size_t i = 0; i < prompts.ids.size(); ++i) {
+    for (int32_t t : prompts.ids[i]) {
+      SY_CHECK(vocab == 0 || t < vocab,
+               "prompt {} holds token id {}, outside the model's vocabulary of {} (vocab_size in {}); {}", i, t, vocab,
+               config.source(),
+               prompts.is_text[i] ? "the tokenizer does not belong to this model: give its own with --tokenizer"
+                                  : "give ids below vocab_size");
+    }
+    if (context == 0) continue;
+    const int64_t need = static_cast<int64_t>(prompts.ids[i].size()) + o.max_tokens;
+    SY_CHECK(need <= context,
+             "prompt {} is {} tokens and --max-tokens is {}: {} tokens do not fit the model's context of {} "
+             "(max_position_embeddings in config.json); shorten the prompt or lower --max-tokens",
+             i, prompts.ids[i].size(), o.max_tokens, need, context);
+  }
+}
+
 // The checks of one rank's run, alike on every rank: prompts, layout, the debugging flag.
-GenerateLayout check_run(const GenerateOptions& o, const std::vector<std::vector<int32_t>>& prompts,
-                         int launched_ranks) {
+GenerateLayout check_run(const GenerateOptions& o, const Prompts& prompts, int launched_ranks) {
   GenerateLayout layout = check_generate_layout(o.layout, {.model_dir = o.model,
                                                            .random_weights = o.random_weights,
                                                            .max_layers = o.layers,
                                                            .max_batch_tokens = o.max_batch_tokens,
                                                            .kv_tokens = total_tokens(o, prompts),
                                                            .launched_ranks = launched_ranks});
+  check_context(o, prompts);
   const int world = layout.check.sizes.world_size();
   SY_CHECK(o.fail_on_rank < world, "--fail-on-rank {}: the layout runs {} rank{} (0 to {})", o.fail_on_rank, world,
            world == 1 ? "" : "s", world - 1);
@@ -150,9 +192,32 @@ void print_layout(Communicator& world, const LayoutCheck& check, const Cluster* 
 
 namespace {
 
+// Prints the continuation of a text prompt while it is generated: each step's new tokens through the
+// incremental detokeniser (special tokens such as EOS are not printed).
+class TextStream {
+ public:
+  TextStream(const text::Tokenizer& tokenizer, const Engine& engine, int64_t request)
+      : decoder_(tokenizer, /*skip_special_tokens=*/true), engine_(engine), request_(request) {}
+  void after_step() {
+    const auto& out = engine_.result(request_).output;
+    for (; printed_ < out.size(); ++printed_) {
+      const std::string piece = decoder_.push(out[printed_]);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+    }
+    std::fflush(stdout);
+  }
+
+ private:
+  text::IncrementalDecoder decoder_;
+  const Engine& engine_;
+  int64_t request_;
+  size_t printed_ = 0;
+};
+
 // Loads the model (this rank's part of it, with `groups`), runs every prompt and, on rank 0, prints the
-// tokens and the throughput line and writes --logits-out.
-int generate(const GenerateOptions& o, const std::vector<std::vector<int32_t>>& prompts, const ParallelGroups* groups,
+// continuations (token ids, or text: streamed when there is one text prompt) and the throughput line, and
+// writes --logits-out.
+int generate(const GenerateOptions& o, const Prompts& prompts, const ParallelGroups* groups,
              const std::string& device) {
   const int rank = groups != nullptr ? groups->world->rank() : 0;
   const int64_t total = total_tokens(o, prompts);
@@ -161,38 +226,53 @@ int generate(const GenerateOptions& o, const std::vector<std::vector<int32_t>>& 
       {.dir = o.model, .random_weights = o.random_weights, .seed = o.seed, .max_layers = o.layers, .parallel = groups},
       *backend);
   EngineConfig config{.block_size = o.block_size,
-                      .kv_blocks = (total + o.block_size - 1) / o.block_size + static_cast<int64_t>(prompts.size()),
+                      .kv_blocks = (total + o.block_size - 1) / o.block_size + static_cast<int64_t>(prompts.ids.size()),
                       .scheduler = {.max_batch_tokens = o.max_batch_tokens, .max_seqs = 256}};
   Engine engine(*model, *backend, config);
   std::vector<int64_t> ids;
-  for (const auto& p : prompts) {
+  for (const auto& p : prompts.ids) {
     ids.push_back(
         engine.add({.prompt = p,
                     .max_new_tokens = o.max_tokens,
                     .sampling = {.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p, .seed = o.seed},
+                    .stop_tokens = prompts.stop_tokens,
                     .keep_logits = !o.logits_out.empty()}));
   }
   SY_CHECK(rank != o.fail_on_rank, "--fail-on-rank {}: rank {} stops here on purpose, before the first forward pass",
            o.fail_on_rank, rank);
+  const bool any_text = prompts.text.has_value();
+  std::optional<TextStream> stream;
+  if (rank == 0 && prompts.ids.size() == 1 && prompts.is_text[0]) stream.emplace(prompts.text->tokenizer, engine, ids[0]);
   const auto t0 = std::chrono::steady_clock::now();
-  engine.run();
+  engine.run([&] {
+    if (stream) stream->after_step();
+  });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (rank != 0) return 0;
 
   int64_t generated = 0;
-  for (int64_t id : ids) {
-    const auto& r = engine.result(id);
-    std::string line;
-    for (int32_t t : r.output) {
-      if (!line.empty()) line += ',';
-      line += std::to_string(t);
-    }
-    std::printf("%s\n", line.c_str());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto& r = engine.result(ids[i]);
     generated += static_cast<int64_t>(r.output.size());
+    if (stream) {
+      std::printf("\n");
+    } else if (prompts.is_text[i]) {
+      std::printf("--- prompt %zu ---\n%s\n", i, prompts.text->tokenizer.decode(r.output, true).c_str());
+    } else {
+      std::string line;
+      for (int32_t t : r.output) {
+        if (!line.empty()) line += ',';
+        line += std::to_string(t);
+      }
+      std::printf("%s\n", line.c_str());
+    }
   }
-  std::printf("generated %lld tokens for %zu prompt(s) in %.3f s: %.1f tokens/s (%lld forward passes)\n",
-              static_cast<long long>(generated), prompts.size(), seconds, static_cast<double>(generated) / seconds,
-              static_cast<long long>(engine.steps()));
+  std::fflush(stdout);
+  // With text output, stdout holds only the text.
+  std::fprintf(any_text ? stderr : stdout,
+               "generated %lld tokens for %zu prompt(s) in %.3f s: %.1f tokens/s (%lld forward passes)\n",
+               static_cast<long long>(generated), prompts.ids.size(), seconds,
+               static_cast<double>(generated) / seconds, static_cast<long long>(engine.steps()));
   if (!o.logits_out.empty()) {
     const auto& r = engine.result(ids[0]);
     const int64_t vocab = model->info().vocab_size;
@@ -205,7 +285,7 @@ int generate(const GenerateOptions& o, const std::vector<std::vector<int32_t>>& 
 // printed by rank 0, then the run.
 int run_generate_rank(const GenerateOptions& o, Launch& launch) {
   Communicator& world = launch.join_world();
-  std::vector<std::vector<int32_t>> prompts;
+  Prompts prompts;
   GenerateLayout layout;
   if (!launch.check_on_every_rank([&] {
         prompts = parse_prompts(o);
@@ -234,10 +314,15 @@ int run_generate(const GenerateOptions& o, Launch& launch) {
 
 CommandMain add_generate_command(CLI::App& app, Launch& launch) {
   auto o = std::make_shared<GenerateOptions>();
-  CLI::App* cmd = app.add_subcommand("generate", "run prompts through a model and print the new token ids");
+  CLI::App* cmd = app.add_subcommand("generate", "run prompts through a model and print the continuations");
   cmd->add_option("--model", o->model, "Hugging Face model folder (config.json + safetensors)")->required();
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N");
-  cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids; repeat for a batch")->required();
+  cmd->add_option("--prompt", o->prompt_text, "prompt text, encoded by the model's tokenizer; repeat for a batch");
+  cmd->add_option("--chat", o->chat, "a user message, rendered through the model's chat template; repeatable");
+  cmd->add_option("--system", o->system, "the system message of every --chat prompt");
+  cmd->add_option("--tokenizer", o->tokenizer, "folder of the tokenizer and chat template (default: --model)");
+  cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids; repeat for a batch");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at the model's end-of-sequence tokens");
   cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate per prompt")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-p", o->top_p, "nucleus sampling mass (1 = off)")->check(CLI::Range(0.0, 1.0));

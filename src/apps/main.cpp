@@ -13,10 +13,12 @@ int main(int argc, char** argv) {
   const sy::CommandMain generate = sy::add_generate_command(app, launch);
   const sy::CommandMain plan = sy::add_plan_command(app);
   const sy::CommandMain inspect = sy::add_inspect_command(app);
+  const sy::CommandMain tokenize = sy::add_tokenize_command(app);
   CLI::App* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
   const sy::CommandMain bench_latency = sy::add_bench_latency_command(*bench, launch);
   const sy::CommandMain bench_comm = sy::add_bench_comm_command(*bench, launch);
+  const sy::CommandMain bench_tokenize = sy::add_bench_tokenize_command(*bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -31,8 +33,10 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("generate")) return generate();
     if (app.got_subcommand("plan")) return plan();
     if (app.got_subcommand("inspect")) return inspect();
+    if (app.got_subcommand("tokenize")) return tokenize();
     if (bench->got_subcommand("latency")) return bench_latency();
     if (bench->got_subcommand("comm")) return bench_comm();
+    if (bench->got_subcommand("tokenize")) return bench_tokenize();
   } catch (const sy::Error& e) {
     return launch.fail(e.what(), false);
   } catch (const std::exception& e) {

@@ -150,12 +150,13 @@ bool Engine::step() {
   return true;
 }
 
-void Engine::run() {
+void Engine::run(const std::function<void()>& after_step) {
   while (!scheduler_.idle()) {
     SY_CHECK(step(),
              "the scheduler could not run any of {} waiting sequences; the KV cache ({} blocks of {} per dp rank, {} "
              "dp ranks) is too small for them",
              scheduler_.waiting().size(), blocks_[0].n_blocks(), blocks_[0].block_size(), blocks_.size());
+    if (after_step) after_step();
   }
 }
 

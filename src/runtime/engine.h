@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -46,8 +47,9 @@ class Engine {
   int64_t add(Request request);
   // Runs one forward pass. Returns false when there was nothing to run.
   bool step();
-  // Steps until every request has finished.
-  void run();
+  // Steps until every request has finished, calling `after_step` (when set) after each forward pass:
+  // the place to stream the tokens a step added.
+  void run(const std::function<void()>& after_step = {});
 
   const RequestResult& result(int64_t id) const;
   int64_t steps() const { return steps_; }

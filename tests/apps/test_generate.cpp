@@ -58,7 +58,7 @@ TEST(Generate, GreedyOutputAndLogitsMatchTheReference) {
     const auto& prompt = f.prompts[static_cast<size_t>(f.greedy_prompt)];
     const fs::path npy = fs::temp_directory_path() / ("sy_generate_" + name + ".npy");
     const RunResult r = run("generate --model " + f.dir.string() + " --prompt-ids " + join(prompt) + " --max-tokens " +
-                      std::to_string(f.greedy_tokens.size()) + " --logits-out " + npy.string());
+                      std::to_string(f.greedy_tokens.size()) + " --ignore-eos --logits-out " + npy.string());
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find(join(f.greedy_tokens) + "\n"), std::string::npos) << name << ": " << r.out;
     EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;

@@ -14,9 +14,10 @@ struct CommandResult {
   std::string out;  // stdout + stderr
 };
 
-// Runs `switchyard <args>` through the shell and waits for it.
-inline CommandResult run_switchyard(const std::string& args) {
-  const std::string cmd = std::string(SY_BINARY) + " " + args + " 2>&1";
+// Runs `switchyard <args>` through the shell and waits for it; `out` holds stdout and, unless
+// `stdout_only`, stderr.
+inline CommandResult run_switchyard(const std::string& args, bool stdout_only = false) {
+  const std::string cmd = std::string(SY_BINARY) + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
   CommandResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
