@@ -164,18 +164,20 @@ const MergeTable::Merge* MergeTable::find(int32_t left, int32_t right) const {
 }
 
 bool WordCache::lookup(std::string_view piece, std::vector<int32_t>& out) const {
-  std::shared_lock lock(mutex_);
-  const auto it = map_.find(piece);
-  if (it == map_.end()) return false;
+  Shard& s = shard(piece);
+  std::shared_lock lock(s.mutex);
+  const auto it = s.map.find(piece);
+  if (it == s.map.end()) return false;
   out.insert(out.end(), it->second.begin(), it->second.end());
   return true;
 }
 
 void WordCache::store(std::string_view piece, const int32_t* ids, size_t n) const {
   if (piece.size() >= kMaxPieceBytes) return;
-  std::unique_lock lock(mutex_);
-  if (map_.size() >= kCapacity) map_.clear();
-  map_.try_emplace(std::string(piece), ids, ids + n);
+  Shard& s = shard(piece);
+  std::unique_lock lock(s.mutex);
+  if (s.map.size() >= kShardCapacity) s.map.clear();
+  s.map.try_emplace(std::string(piece), ids, ids + n);
 }
 
 BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string_view, std::string_view>>& merges,

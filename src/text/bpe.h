@@ -84,7 +84,8 @@ class MergeTable {
   size_t count_ = 0;
 };
 
-// Piece → ids, shared by the threads that encode; bounded (cleared when full).
+// Piece → ids, shared by the threads that encode; sharded by hash so that threads rarely meet on a
+// lock; each shard is bounded (cleared when full).
 class WordCache {
  public:
   bool lookup(std::string_view piece, std::vector<int32_t>& out) const;
@@ -95,10 +96,15 @@ class WordCache {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  static constexpr size_t kCapacity = 1 << 16;
+  static constexpr size_t kShards = 16;
+  static constexpr size_t kShardCapacity = 1 << 12;
   static constexpr size_t kMaxPieceBytes = 256;
-  mutable std::shared_mutex mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, Hash, std::equal_to<>> map_;
+  struct Shard {
+    std::shared_mutex mutex;
+    std::unordered_map<std::string, std::vector<int32_t>, Hash, std::equal_to<>> map;
+  };
+  Shard& shard(std::string_view piece) const { return shards_[Hash{}(piece) % kShards]; }
+  mutable std::array<Shard, kShards> shards_;
 };
 
 struct BpeOptions {

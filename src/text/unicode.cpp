@@ -5,6 +5,7 @@
 #include <pcre2.h>
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "base/check.h"
@@ -115,7 +116,10 @@ std::string to_valid_utf8(std::string_view bytes) {
 }
 
 std::string normalize_unicode(std::string_view s, UnicodeForm form) {
-  if (s.empty()) return {};
+  // ASCII is invariant under all four forms.
+  if (std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+    return std::string(s);
+  }
   int options = UTF8PROC_STABLE;
   switch (form) {
     case UnicodeForm::nfc: options |= UTF8PROC_COMPOSE; break;
@@ -290,19 +294,35 @@ Regex& Regex::operator=(Regex&&) noexcept = default;
 Regex::~Regex() = default;
 
 void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& out) const {
-  // One match data block per thread and pattern size class keeps find_all allocation-free and thread-safe.
-  struct MatchData {
+  // Per-thread match data and JIT stack keep find_all allocation-free and thread-safe. The JIT stack may
+  // grow to 64 MiB (reserved, touched only as used): a group repeated over a long run of letters, as in
+  // Kimi's pattern, takes a frame per character.
+  struct MatchState {
     pcre2_match_data* data = pcre2_match_data_create(64, nullptr);
-    ~MatchData() { pcre2_match_data_free(data); }
+    pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, nullptr);
+    pcre2_match_context* context = pcre2_match_context_create(nullptr);
+    MatchState() { pcre2_jit_stack_assign(context, nullptr, stack); }
+    ~MatchState() {
+      pcre2_match_context_free(context);
+      pcre2_jit_stack_free(stack);
+      pcre2_match_data_free(data);
+    }
   };
-  thread_local MatchData md;
+  thread_local MatchState state;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t start = 0;
   while (start <= text.size()) {
-    const int rc = pcre2_match(code_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, md.data, nullptr);
+    const int rc =
+        pcre2_match(code_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, state.data, state.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    SY_CHECK(rc >= 0 || rc == 0, "regex match failed with PCRE2 error {} on a {}-byte text", rc, text.size());
-    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.data);
+    if (rc < 0) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof(message));
+      SY_FAIL("regex match failed on a {}-byte text at offset {}: {} (PCRE2 error {}); split the input into smaller "
+              "parts",
+              text.size(), start, reinterpret_cast<const char*>(message), rc);
+    }
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(state.data);
     const size_t b = ov[0], e = ov[1];
     out.emplace_back(b, e);
     if (e > b) {

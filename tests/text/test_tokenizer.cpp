@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/check.h"
@@ -294,6 +295,31 @@ TEST(Tokenizer, IncrementalPiecesConcatenateToDecode) {
       for (const int32_t id : ids) joined += stream.push(id);
       EXPECT_EQ(joined, tok.decode(ids, skip)) << "trial " << trial;
     }
+  }
+}
+
+// encode is const and may be called from several threads at once (its word cache is shared).
+TEST(Tokenizer, ConcurrentEncodeMatchesSerial) {
+  const fs::path dir = fs::path(SY_SOURCE_DIR) / "../shared/data/tokenizers/qwen3";
+  if (!fs::exists(dir)) GTEST_SKIP() << dir << " is absent";
+  const Tokenizer tok = Tokenizer::load(dir);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 400; ++i) {
+    texts.push_back("line " + std::to_string(i) + ": the quick brown fox " + std::string(size_t(i % 7), ' ') +
+                    "jumps over \u6771\u4eac " + std::to_string(i * 7919) + "<|im_end|>");
+  }
+  std::vector<Ids> serial;
+  for (const std::string& t : texts) serial.push_back(tok.encode(t));
+  std::vector<std::vector<Ids>> results(4);
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < results.size(); ++k) {
+    threads.emplace_back([&, k] {
+      for (size_t i = 0; i < texts.size(); ++i) results[k].push_back(tok.encode(texts[(i + k * 97) % texts.size()]));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t k = 0; k < results.size(); ++k) {
+    for (size_t i = 0; i < texts.size(); ++i) ASSERT_EQ(results[k][i], serial[(i + k * 97) % texts.size()]);
   }
 }
 
