@@ -335,6 +335,7 @@ cases("tojson", [
     "{{ d | tojson(sort_keys=true) }}",
     "{{ messages | tojson }}",
     "{{ d | tojson(ensure_ascii=false) }}",
+    "{{ {'u': 'ünï ✓ 日本 😀', 'c': '\\x7f\\x01\\n\"'} | tojson(ensure_ascii=true) }} {{ ['é'] | tojson(true, 1) }}",
 ], {"tools": TOOLS, "d": D, "messages": MSGS})
 
 # ---- tests ----

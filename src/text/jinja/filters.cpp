@@ -84,8 +84,8 @@ Value f_tojson(const Value& v, ArgReader& r) {
   Value indent = r.get(1, "indent", Value::none());
   Value separators = r.get(2, "separators", Value::none());
   Value sort_keys = r.get(3, "sort_keys", Value(false));
-  SY_CHECK(!ensure_ascii.truthy(), "tojson(ensure_ascii=True) is not supported");
   JsonStyle st;
+  st.ensure_ascii = ensure_ascii.truthy();
   if (indent.is_string()) {
     st.indent = 0;
     st.indent_str = indent.as_string();

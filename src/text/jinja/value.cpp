@@ -398,38 +398,56 @@ int compare_values(const Value& a, const Value& b) {
 
 namespace {
 
-void json_string(std::string& out, std::string_view s) {
+void json_char(std::string& out, char32_t c, bool ensure_ascii) {
+  switch (c) {
+    case '"':
+      out += "\\\"";
+      return;
+    case '\\':
+      out += "\\\\";
+      return;
+    case '\n':
+      out += "\\n";
+      return;
+    case '\r':
+      out += "\\r";
+      return;
+    case '\t':
+      out += "\\t";
+      return;
+    case '\b':
+      out += "\\b";
+      return;
+    case '\f':
+      out += "\\f";
+      return;
+    default:
+      break;
+  }
+  if (c < 0x20 || (ensure_ascii && c >= 0x7F && c < 0x10000)) {
+    out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+  } else if (ensure_ascii && c >= 0x10000) {
+    char32_t v = c - 0x10000;  // a surrogate pair, as json.dumps writes astral code points
+    out += fmt::format("\\u{:04x}\\u{:04x}", static_cast<unsigned>(0xD800 + (v >> 10)),
+                       static_cast<unsigned>(0xDC00 + (v & 0x3FF)));
+  } else {
+    str::append_utf8(out, c);
+  }
+}
+
+// json.dumps' string encoding: ensure_ascii=False keeps non-ASCII text as is.
+void json_string(std::string& out, std::string_view s, bool ensure_ascii) {
   out.push_back('"');
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out.push_back(ch);
-        }
+  if (ensure_ascii) {
+    for (char32_t c : str::decode(s)) json_char(out, c, true);
+  } else {
+    for (char ch : s) {
+      auto c = static_cast<unsigned char>(ch);
+      if (c < 0x80) {
+        json_char(out, c, false);
+      } else {
+        out.push_back(ch);
+      }
     }
   }
   out.push_back('"');
@@ -474,7 +492,7 @@ void json_value(std::string& out, const Value& v, const JsonStyle& st, int level
       return;
     }
     case Value::Kind::string:
-      json_string(out, v.as_string());
+      json_string(out, v.as_string(), st.ensure_ascii);
       return;
     case Value::Kind::list: {
       if (v.is_iterator()) SY_FAIL("Object of type generator is not JSON serializable");
@@ -507,7 +525,7 @@ void json_value(std::string& out, const Value& v, const JsonStyle& st, int level
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += st.item_sep;
         if (indented) newline(level + 1);
-        json_string(out, items[i].first);
+        json_string(out, items[i].first, st.ensure_ascii);
         out += st.key_sep;
         json_value(out, *items[i].second, st, level + 1);
       }

@@ -147,6 +147,7 @@ struct JsonStyle {
   std::string item_sep;
   std::string key_sep;
   bool sort_keys = false;
+  bool ensure_ascii = false;  // non-ASCII as \uXXXX (surrogate pairs above U+FFFF)
 };
 std::string to_json(const Value& v, const JsonStyle& style);
 
