@@ -17,6 +17,8 @@ namespace sy::text::detail {
 // Token strings in one arena with an open-addressing index by content; ids may be sparse.
 class Vocab {
  public:
+  // Ids are below this bound (storage is indexed by id; real vocabularies have < 1M entries).
+  static constexpr int64_t kMaxId = int64_t(1) << 24;
   void reserve(size_t tokens, size_t bytes);
   // Returns false (and changes nothing) when `token` or `id` is already present.
   bool insert(std::string_view token, int32_t id) { return insert(token, id, hash(token)); }

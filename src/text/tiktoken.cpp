@@ -133,8 +133,8 @@ std::unique_ptr<Tokenizer::Impl> load_tiktoken(const fs::path& model_file, const
       ok = ok && c >= '0' && c <= '9';
       rank = rank * 10 + (c - '0');
     }
-    SY_CHECK(ok && rank <= INT32_MAX, "{}:{}: rank \"{}\" is not a non-negative integer", where, line_no,
-             rank_text.substr(0, 20));
+    SY_CHECK(ok, "{}:{}: rank \"{}\" is not a non-negative integer", where, line_no, rank_text.substr(0, 20));
+    SY_CHECK(rank < Vocab::kMaxId, "{}:{}: rank {} is too large (at most {})", where, line_no, rank, Vocab::kMaxId - 1);
     if (!ranks.insert(bytes, static_cast<int32_t>(rank))) {
       SY_CHECK(ranks.find(bytes) < 0, "{}:{}: token \"{}\" is listed twice", where, line_no, token);
       SY_FAIL("{}:{}: rank {} is given to two tokens; ranks must be unique", where, line_no, rank);
@@ -166,7 +166,7 @@ std::unique_ptr<Tokenizer::Impl> load_tiktoken(const fs::path& model_file, const
       } catch (const std::exception&) {
         id = -1;
       }
-      SY_CHECK(id >= 0 && id <= INT32_MAX, "{}: the key must be a token id", here);
+      SY_CHECK(id >= 0 && id < Vocab::kMaxId, "{}: the key must be a token id below {}", here, Vocab::kMaxId);
       SY_CHECK(id >= n_base, "{}: id {} is a regular token of {} (which has {} tokens); added tokens come after them",
                here, id, where, n_base);
       AddedToken t;

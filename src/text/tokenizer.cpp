@@ -229,6 +229,9 @@ IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool skip_spe
 // at neighbouring tokens (Metaspace's first token, ByteLevel's multi-token characters) stay exact.
 std::string IncrementalDecoder::push(int32_t id) {
   const Tokenizer::Impl& m = *tokenizer_->impl_;
+  // Checked before the id joins the window, so that a bad id leaves the stream usable.
+  SY_CHECK(id >= 0 && id < m.vocab_size, "incremental decode: token id {} is outside the vocabulary [0, {}) of {}", id,
+           m.vocab_size, m.origin);
   if (prefix_.empty() && !ids_.empty()) {
     std::string new_prefix = m.decode_raw(ids_, skip_special_tokens_);
     if (!ends_with_replacement(new_prefix)) {

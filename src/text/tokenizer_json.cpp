@@ -302,8 +302,8 @@ BpeModel read_bpe(simdjson::dom::object model, const json& options_json, const s
   };
   for (auto field : vocab_obj) {
     int64_t id = -1;
-    SY_CHECK(field.value.get_int64().get(id) == simdjson::SUCCESS && id >= 0 && id <= INT32_MAX,
-             "{}: model.vocab[\"{}\"] must be a non-negative integer id", where, field.key);
+    SY_CHECK(field.value.get_int64().get(id) == simdjson::SUCCESS && id >= 0 && id < Vocab::kMaxId,
+             "{}: model.vocab[\"{}\"] must be an integer id in [0, {})", where, field.key, Vocab::kMaxId);
     block[n] = {field.key, id, Vocab::hash(field.key)};
     vocab.prefetch(block[n].hash);
     if (++n == kBlock) flush();
@@ -355,7 +355,7 @@ std::vector<AddedToken> read_added_tokens(const json& list, std::string_view whe
     const json& t = list[k];
     AddedToken a;
     const int64_t id = json_int(t, "id", here);
-    SY_CHECK(id >= 0 && id <= INT32_MAX, "{}: id {} is out of range", here, id);
+    SY_CHECK(id >= 0 && id < Vocab::kMaxId, "{}: id {} is outside [0, {})", here, id, Vocab::kMaxId);
     a.id = static_cast<int32_t>(id);
     a.content = json_string(t, "content", here);
     a.single_word = json_bool(t, "single_word", here, false);

@@ -133,6 +133,11 @@ TEST(Tokenizer, AddedTokensAndTemplate) {
   EXPECT_EQ(tok.decode(Ids{9, 4, 3, 10}), "<s> ab c </s>");
   EXPECT_EQ(tok.decode(Ids{9, 4, 3, 10}, true), "ab c");
   EXPECT_THROW(tok.decode(Ids{11}), sy::Error);
+  // A bad id is refused without spoiling the stream.
+  IncrementalDecoder stream(tok);
+  EXPECT_EQ(stream.push(4), "ab");
+  EXPECT_THROW(stream.push(-1), sy::Error);
+  EXPECT_EQ(stream.push(3), " c");
 }
 
 TEST(Tokenizer, AddedTokenRules) {
@@ -241,6 +246,11 @@ TEST(Tokenizer, LoadErrorsNameTheFile) {
   t["model"]["vocab"]["e"] = 3;
   dir.write("tokenizer.json", t.dump());
   expect_load_error(dir.path(), {"tokenizer.json", "id 3", "unique"});
+
+  t = tiny_tokenizer();
+  t["model"]["vocab"]["e"] = int64_t(1) << 40;
+  dir.write("tokenizer.json", t.dump());
+  expect_load_error(dir.path(), {"tokenizer.json", "model.vocab[\"e\"]", "integer id in [0,"});
 
   t = tiny_tokenizer();
   t["normalizer"] = {{"type", "BertNormalizer"}};
