@@ -23,8 +23,9 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
     {"backend", {"backend", "kernels", "parallel", "tensor", "base"}},
     {"model", {"model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
     {"runtime", {"runtime", "text", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
+    {"server", {"server", "runtime", "text", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
     {"planner", {"planner", "parallel", "io", "tensor", "base"}},
-    {"apps", {"apps", "planner", "runtime", "text", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
+    {"apps", {"apps", "server", "planner", "runtime", "text", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
 };
 
 TEST(Layering, NoIncludeReachesUpward) {

@@ -1,0 +1,88 @@
+// The engine under a server: requests arrive from other threads while one thread steps the engine; each
+// sampled token is handed to the request's sink at once; aborts free a request's KV blocks within one
+// step. Under a layout of several ranks, rank 0's loop broadcasts every step's new requests and aborts so
+// that every rank's engine runs the same steps.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "runtime/engine.h"
+
+namespace sy {
+
+class Communicator;
+
+enum class FinishReason {
+  none,        // still running
+  stop_token,  // sampled one of the request's stop tokens (EOS, stop_token_ids)
+  length,      // reached max_new_tokens
+  abort,       // aborted: client gone, server stopping, or a stop string found by the caller
+};
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort" (none: "")
+
+struct ServeRequest {
+  std::vector<int32_t> prompt;
+  int64_t max_new_tokens = 16;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_tokens;  // EOS unless ignore_eos, plus stop_token_ids
+  int32_t logprobs = -1;             // -1: none; k >= 0: the sampled token's logprob and the k most likely
+};
+
+// One sampled token (or the end of a request without a token: aborted, or refused when queued).
+struct TokenEvent {
+  int64_t request = 0;
+  bool has_token = false;
+  int32_t token = -1;
+  float logprob = 0.0f;                              // of `token`, from the model's raw logits (log-softmax)
+  std::vector<std::pair<int32_t, float>> top_logprobs;  // the k most likely, highest first, when asked
+  FinishReason finish = FinishReason::none;
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;  // so far, this token included
+};
+
+// Called on the loop's thread: keep it short (post to the connection's executor and return).
+using TokenSink = std::function<void(const TokenEvent&)>;
+
+struct ServingStats {
+  int64_t running = 0;
+  int64_t waiting = 0;            // queued in the engine plus submitted and not yet taken in
+  double kv_usage = 0.0;          // fraction of KV blocks in use, all dp ranks
+  int64_t kv_capacity_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t prompt_tokens_total = 0;
+  int64_t generation_tokens_total = 0;
+  int64_t steps = 0;
+};
+
+class ServingLoop {
+ public:
+  // `engine` is stepped only by run(). `world` (may be null: one rank) is the world of a multi-rank
+  // layout; rank 0 takes requests, the other ranks follow.
+  ServingLoop(Engine& engine, Communicator* world);
+  ~ServingLoop();
+
+  // Thread-safe. Queues a request and returns its id; the sink gets every token and the final event.
+  // Throws sy::Error (nothing queued) when the request is invalid for the engine.
+  int64_t submit(ServeRequest request, TokenSink sink);
+  // Thread-safe. Ends the request at the next step boundary (its sink gets a final event with
+  // FinishReason::abort unless it finished first); unknown or finished ids are ignored.
+  void abort(int64_t id);
+  // Thread-safe snapshot.
+  ServingStats stats() const;
+
+  // Steps the engine until stop() (on rank 0) is called and, after it, until every request has ended
+  // or `drain_seconds` passed (then the rest are aborted). Sleeps while idle. Runs on one thread.
+  void run();
+  // Thread-safe: stop taking requests (submit then throws) and let run() drain and return.
+  void stop(double drain_seconds);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sy
