@@ -266,7 +266,8 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
     const bool is_first = i == 0, is_last = i + len >= w.size();
     std::string_view c = w.substr(i, len);
     i += len;
-    if ((!is_first && !options_.continuing_subword_prefix.empty()) || (is_last && !options_.end_of_word_suffix.empty())) {
+    if ((!is_first && !options_.continuing_subword_prefix.empty()) ||
+        (is_last && !options_.end_of_word_suffix.empty())) {
       s.clear();
       if (!is_first) s.append(options_.continuing_subword_prefix);
       s.append(c);

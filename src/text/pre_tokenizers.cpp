@@ -1,9 +1,9 @@
 // Pre-tokenizers: Split (with its five delimiter behaviours and invert), ByteLevel, Metaspace and Digits,
 // with the exact splitting rules of `tokenizers`' NormalizedString::split.
+#include <utf8proc.h>
+
 #include <algorithm>
 #include <type_traits>
-
-#include <utf8proc.h>
 
 #include "text/pipeline.h"
 
@@ -157,7 +157,8 @@ void apply(const MetaspacePreTokenizer& s, std::vector<Piece>& pieces) {
       }
     }
     const bool starts = replaced.compare(0, s.replacement.size(), s.replacement) == 0;
-    if (!starts && (s.prepend_scheme == PrependScheme::always || (s.prepend_scheme == PrependScheme::first && p.at_start))) {
+    if (!starts &&
+        (s.prepend_scheme == PrependScheme::always || (s.prepend_scheme == PrependScheme::first && p.at_start))) {
       replaced.insert(0, s.replacement);
     }
     p.text = std::move(replaced);
@@ -167,7 +168,8 @@ void apply(const MetaspacePreTokenizer& s, std::vector<Piece>& pieces) {
     const char32_t rep = next_code_point(s.replacement, i);
     split_all(pieces, false, SplitBehavior::merged_with_next,
               [rep](std::string_view t, std::vector<std::pair<size_t, size_t>>& m) {
-                char_matches(t, [rep](char32_t c) { return c == rep; }, m);
+                char_matches(
+                    t, [rep](char32_t c) { return c == rep; }, m);
               });
   }
 }

@@ -19,7 +19,8 @@ nlohmann::json read_json_file(const fs::path& file) {
   SY_CHECK(in.good(), "{}: cannot open the file for reading", file.string());
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  SY_CHECK(!j.is_discarded(), "{}: not valid JSON (truncated or malformed); re-download the tokenizer files", file.string());
+  SY_CHECK(!j.is_discarded(), "{}: not valid JSON (truncated or malformed); re-download the tokenizer files",
+           file.string());
   SY_CHECK(j.is_object(), "{}: expected a JSON object at the top level, got {}", file.string(), j.type_name());
   return j;
 }
@@ -29,7 +30,7 @@ bool ends_with_replacement(std::string_view s) { return s.ends_with("\xEF\xBF\xB
 // transformers' clean_up_tokenization (applied by decode when tokenizer_config.json asks for it).
 std::string clean_up_tokenization(std::string s) {
   static const std::pair<std::string_view, std::string_view> rules[] = {
-      {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
       {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (const auto& [from, to] : rules) {
     std::string out;
@@ -166,7 +167,8 @@ std::string Tokenizer::Impl::decode_raw(std::span<const int32_t> ids, bool skip_
     const std::string_view token = vocab.token(id);
     // A vocabulary entry spelled like a special added token counts as special (tokenizers compares text).
     if (skip_special_tokens) {
-      if (const auto a = added_ids.find(std::string(token)); a != added_ids.end() && added[added_by_id.at(a->second)].special) {
+      if (const auto a = added_ids.find(std::string(token));
+          a != added_ids.end() && added[added_by_id.at(a->second)].special) {
         continue;
       }
     }
@@ -213,7 +215,8 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
 std::string Tokenizer::token_text(int32_t id) const {
   SY_CHECK(id >= 0 && id < impl_->vocab_size, "token_text: id {} is outside the vocabulary [0, {}) of {}", id,
            impl_->vocab_size, impl_->origin);
-  if (const auto it = impl_->added_by_id.find(id); it != impl_->added_by_id.end()) return impl_->added[it->second].content;
+  if (const auto it = impl_->added_by_id.find(id); it != impl_->added_by_id.end())
+    return impl_->added[it->second].content;
   return impl_->model_token(id);
 }
 

@@ -2,9 +2,8 @@
 // loaders that build an Impl from tokenizer.json or from a tiktoken vocabulary.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>

@@ -17,7 +17,8 @@ const json& json_member(const json& j, std::string_view key, std::string_view wh
   return *it;
 }
 
-std::string json_string(const json& j, std::string_view key, std::string_view where, std::optional<std::string> fallback) {
+std::string json_string(const json& j, std::string_view key, std::string_view where,
+                        std::optional<std::string> fallback) {
   const auto it = j.find(key);
   if ((it == j.end() || it->is_null()) && fallback) return *fallback;
   SY_CHECK(it != j.end(), "{}: missing key \"{}\"", where, key);
@@ -69,12 +70,18 @@ json to_json(simdjson::dom::element e) {
       }
       return o;
     }
-    case simdjson::dom::element_type::INT64: return e.get_int64().value_unsafe();
-    case simdjson::dom::element_type::UINT64: return e.get_uint64().value_unsafe();
-    case simdjson::dom::element_type::DOUBLE: return e.get_double().value_unsafe();
-    case simdjson::dom::element_type::STRING: return std::string(e.get_string().value_unsafe());
-    case simdjson::dom::element_type::BOOL: return e.get_bool().value_unsafe();
-    case simdjson::dom::element_type::NULL_VALUE: return nullptr;
+    case simdjson::dom::element_type::INT64:
+      return e.get_int64().value_unsafe();
+    case simdjson::dom::element_type::UINT64:
+      return e.get_uint64().value_unsafe();
+    case simdjson::dom::element_type::DOUBLE:
+      return e.get_double().value_unsafe();
+    case simdjson::dom::element_type::STRING:
+      return std::string(e.get_string().value_unsafe());
+    case simdjson::dom::element_type::BOOL:
+      return e.get_bool().value_unsafe();
+    case simdjson::dom::element_type::NULL_VALUE:
+      return nullptr;
   }
   return nullptr;
 }
@@ -115,11 +122,13 @@ void read_normalizer(const json& j, std::string_view where, std::vector<Normaliz
   } else if (type == "Lowercase") {
     steps.emplace_back(LowercaseNormalizer{});
   } else if (type == "Strip") {
-    steps.emplace_back(StripNormalizer{json_bool(j, "strip_left", here, true), json_bool(j, "strip_right", here, true)});
+    steps.emplace_back(
+        StripNormalizer{json_bool(j, "strip_left", here, true), json_bool(j, "strip_right", here, true)});
   } else {
-    SY_FAIL("{}: normalizer type \"{}\" is not supported (supported: Sequence, NFC, NFD, NFKC, NFKD, Prepend, Replace, "
-            "Lowercase, Strip)",
-            where, type);
+    SY_FAIL(
+        "{}: normalizer type \"{}\" is not supported (supported: Sequence, NFC, NFD, NFKC, NFKD, Prepend, Replace, "
+        "Lowercase, Strip)",
+        where, type);
   }
 }
 
@@ -158,9 +167,11 @@ void read_pre_tokenizer(const json& j, std::string_view where, std::vector<PreTo
         {"MergedWithNext", SplitBehavior::merged_with_next},
         {"Contiguous", SplitBehavior::contiguous}};
     const std::string b = json_string(j, "behavior", here);
-    const auto it = std::find_if(std::begin(behaviors), std::end(behaviors), [&](const auto& x) { return x.first == b; });
+    const auto it =
+        std::find_if(std::begin(behaviors), std::end(behaviors), [&](const auto& x) { return x.first == b; });
     SY_CHECK(it != std::end(behaviors),
-             "{}: behavior \"{}\" is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous", here, b);
+             "{}: behavior \"{}\" is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous",
+             here, b);
     steps.emplace_back(SplitPreTokenizer{read_pattern(j, here), it->second, json_bool(j, "invert", here, false)});
   } else if (type == "ByteLevel") {
     steps.emplace_back(
@@ -205,9 +216,10 @@ void read_decoder(const json& j, std::string_view where, std::vector<DecoderStep
   } else if (type == "Replace") {
     steps.emplace_back(ReplaceDecoder{read_pattern(j, here), json_string(j, "content", here)});
   } else {
-    SY_FAIL("{}: decoder type \"{}\" is not supported (supported: Sequence, ByteLevel, ByteFallback, Fuse, Metaspace, "
-            "Strip, Replace)",
-            where, type);
+    SY_FAIL(
+        "{}: decoder type \"{}\" is not supported (supported: Sequence, ByteLevel, ByteFallback, Fuse, Metaspace, "
+        "Strip, Replace)",
+        where, type);
   }
 }
 
@@ -259,9 +271,10 @@ void read_post_processor(const json& j, std::string_view where, std::vector<int3
     prefix.insert(prefix.begin(), id_of("cls"));
     suffix.push_back(id_of("sep"));
   } else {
-    SY_FAIL("{}: post-processor type \"{}\" is not supported (supported: Sequence, ByteLevel, TemplateProcessing, "
-            "BertProcessing, RobertaProcessing)",
-            where, type);
+    SY_FAIL(
+        "{}: post-processor type \"{}\" is not supported (supported: Sequence, ByteLevel, TemplateProcessing, "
+        "BertProcessing, RobertaProcessing)",
+        where, type);
   }
 }
 
@@ -371,8 +384,9 @@ std::vector<AddedToken> read_added_tokens(const json& list, std::string_view whe
 // transformers 4.x's LlamaTokenizerFast (and its relatives) replaces the post-processor with one built
 // from tokenizer_config.json's add_bos_token / add_eos_token (defaults true / false).
 void apply_config_bos_eos(Tokenizer::Impl& impl, const json& config, std::string_view where) {
-  static constexpr std::string_view llama_like[] = {"LlamaTokenizerFast", "LlamaTokenizer", "CodeLlamaTokenizerFast",
-                                                    "CodeLlamaTokenizer", "GemmaTokenizerFast", "GemmaTokenizer"};
+  static constexpr std::string_view llama_like[] = {"LlamaTokenizerFast",     "LlamaTokenizer",
+                                                    "CodeLlamaTokenizerFast", "CodeLlamaTokenizer",
+                                                    "GemmaTokenizerFast",     "GemmaTokenizer"};
   const auto cls = config.find("tokenizer_class");
   if (cls == config.end() || !cls->is_string()) return;
   if (std::find(std::begin(llama_like), std::end(llama_like), cls->get<std::string>()) == std::end(llama_like)) return;

@@ -122,15 +122,23 @@ std::string normalize_unicode(std::string_view s, UnicodeForm form) {
   }
   int options = UTF8PROC_STABLE;
   switch (form) {
-    case UnicodeForm::nfc: options |= UTF8PROC_COMPOSE; break;
-    case UnicodeForm::nfd: options |= UTF8PROC_DECOMPOSE; break;
-    case UnicodeForm::nfkc: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    case UnicodeForm::nfkd: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+    case UnicodeForm::nfc:
+      options |= UTF8PROC_COMPOSE;
+      break;
+    case UnicodeForm::nfd:
+      options |= UTF8PROC_DECOMPOSE;
+      break;
+    case UnicodeForm::nfkc:
+      options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+      break;
+    case UnicodeForm::nfkd:
+      options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+      break;
   }
   utf8proc_uint8_t* dest = nullptr;
-  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
-                                          static_cast<utf8proc_ssize_t>(s.size()), &dest,
-                                          static_cast<utf8proc_option_t>(options));
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()), &dest,
+                   static_cast<utf8proc_option_t>(options));
   SY_CHECK(n >= 0, "Unicode normalisation failed: {}", utf8proc_errmsg(n));
   std::string out(reinterpret_cast<const char*>(dest), static_cast<size_t>(n));
   std::free(dest);
@@ -173,8 +181,10 @@ bool is_word_char(char32_t c) {
     case UTF8PROC_CATEGORY_ME:
     case UTF8PROC_CATEGORY_ND:
     case UTF8PROC_CATEGORY_NL:
-    case UTF8PROC_CATEGORY_PC: return true;
-    default: return c == 0x200C || c == 0x200D;
+    case UTF8PROC_CATEGORY_PC:
+      return true;
+    default:
+      return c == 0x200C || c == 0x200D;
   }
 }
 
@@ -200,9 +210,9 @@ namespace {
 // Whether `name` in \p{name} is a general category (or PCRE2's own Xan/Xwd/...), not a script.
 bool is_category_name(std::string_view name) {
   static constexpr std::string_view categories[] = {
-      "L", "Lu", "Ll", "Lt", "Lm", "Lo", "L&", "M", "Mn", "Mc", "Me", "N", "Nd", "Nl", "No", "P", "Pc", "Pd", "Ps",
-      "Pe", "Pi", "Pf", "Po", "S", "Sm", "Sc", "Sk", "So", "Z", "Zs", "Zl", "Zp", "C", "Cc", "Cf", "Cs", "Co", "Cn",
-      "Any", "Xan", "Xps", "Xsp", "Xwd", "Xuc"};
+      "L",  "Lu", "Ll", "Lt", "Lm", "Lo", "L&", "M",  "Mn",  "Mc",  "Me",  "N",   "Nd",  "Nl", "No",
+      "P",  "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "S",   "Sm",  "Sc",  "Sk",  "So",  "Z",  "Zs",
+      "Zl", "Zp", "C",  "Cc", "Cf", "Cs", "Co", "Cn", "Any", "Xan", "Xps", "Xsp", "Xwd", "Xuc"};
   if (!name.empty() && name[0] == '^') name.remove_prefix(1);
   for (const std::string_view c : categories) {
     if (c == name) return true;
@@ -222,8 +232,8 @@ std::string translate_pattern(std::string_view pattern) {
     if (c == '\\' && i + 1 < pattern.size()) {
       const char e = pattern[i + 1];
       const size_t close = pattern.find('}', i + 2);
-      if ((e == 'p' || e == 'P') && i + 2 < pattern.size() && pattern[i + 2] == '{' && close != std::string_view::npos &&
-          !is_category_name(pattern.substr(i + 3, close - i - 3))) {
+      if ((e == 'p' || e == 'P') && i + 2 < pattern.size() && pattern[i + 2] == '{' &&
+          close != std::string_view::npos && !is_category_name(pattern.substr(i + 3, close - i - 3))) {
         // A script: Oniguruma and Rust regex match the Script property, PCRE2's \p{Han} the wider
         // Script_Extensions (U+3002 "。" is Han there); sc: selects Script.
         std::string_view name = pattern.substr(i + 3, close - i - 3);
@@ -281,9 +291,10 @@ Regex::Regex(std::string_view pattern, std::string_view origin) : code_(std::mak
   if (code_->code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
-    SY_FAIL("{}: regex /{}/ does not compile ({} at offset {}); the pattern must be Oniguruma / Rust regex syntax "
-            "that PCRE2 also accepts",
-            origin, pattern, reinterpret_cast<const char*>(message), offset);
+    SY_FAIL(
+        "{}: regex /{}/ does not compile ({} at offset {}); the pattern must be Oniguruma / Rust regex syntax "
+        "that PCRE2 also accepts",
+        origin, pattern, reinterpret_cast<const char*>(message), offset);
   }
   // Without JIT (e.g. an unsupported CPU or SELinux), pcre2_match falls back to the interpreter.
   code_->jit = pcre2_jit_compile(code_->code, PCRE2_JIT_COMPLETE) == 0;
@@ -312,15 +323,15 @@ void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t start = 0;
   while (start <= text.size()) {
-    const int rc =
-        pcre2_match(code_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, state.data, state.context);
+    const int rc = pcre2_match(code_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, state.data, state.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(rc, message, sizeof(message));
-      SY_FAIL("regex match failed on a {}-byte text at offset {}: {} (PCRE2 error {}); split the input into smaller "
-              "parts",
-              text.size(), start, reinterpret_cast<const char*>(message), rc);
+      SY_FAIL(
+          "regex match failed on a {}-byte text at offset {}: {} (PCRE2 error {}); split the input into smaller "
+          "parts",
+          text.size(), start, reinterpret_cast<const char*>(message), rc);
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(state.data);
     const size_t b = ov[0], e = ov[1];

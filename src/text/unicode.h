@@ -13,9 +13,7 @@
 namespace sy::text::detail {
 
 // Bytes of the UTF-8 sequence a lead byte starts (1 for a stray continuation byte; input is valid UTF-8).
-inline size_t utf8_len(unsigned char lead) {
-  return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-}
+inline size_t utf8_len(unsigned char lead) { return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; }
 
 // Decodes the code point at `s[i]` (valid UTF-8) and advances `i` past it.
 char32_t next_code_point(std::string_view s, size_t& i);

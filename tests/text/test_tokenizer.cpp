@@ -2,10 +2,10 @@
 // definitions (BPE merge order, added-token rules, templates), error reporting on bad files, and the
 // incremental decoder's pieces against decode().
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
@@ -45,11 +45,11 @@ class TempDir {
 json tiny_tokenizer() {
   return json{
       {"version", "1.0"},
-      {"added_tokens",
-       json::array({json{{"id", 9}, {"content", "<s>"}, {"special", true}, {"normalized", false}},
-                    json{{"id", 10}, {"content", "</s>"}, {"special", true}, {"normalized", false}}})},
+      {"added_tokens", json::array({json{{"id", 9}, {"content", "<s>"}, {"special", true}, {"normalized", false}},
+                                    json{{"id", 10}, {"content", "</s>"}, {"special", true}, {"normalized", false}}})},
       {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Removed"}, {"invert", false}}},
+      {"pre_tokenizer",
+       {{"type", "Split"}, {"pattern", {{"Regex", "\\s+"}}}, {"behavior", "Removed"}, {"invert", false}}},
       {"post_processor", nullptr},
       {"decoder", nullptr},
       {"model",
@@ -59,7 +59,16 @@ json tiny_tokenizer() {
         {"fuse_unk", false},
         {"byte_fallback", false},
         {"vocab",
-         {{"<unk>", 0}, {"a", 1}, {"b", 2}, {"c", 3}, {"ab", 4}, {"bc", 5}, {"abc", 6}, {"d", 7}, {"<s>", 9}, {"</s>", 10}}},
+         {{"<unk>", 0},
+          {"a", 1},
+          {"b", 2},
+          {"c", 3},
+          {"ab", 4},
+          {"bc", 5},
+          {"abc", 6},
+          {"d", 7},
+          {"<s>", 9},
+          {"</s>", 10}}},
         {"merges", json::array({"a b", "b c", "ab c"})}}}};
 }
 
@@ -72,7 +81,7 @@ Tokenizer load_json(const TempDir& dir, const json& tokenizer, const std::option
 TEST(Tokenizer, BpeMergesLowestRankFirst) {
   TempDir dir;
   const Tokenizer tok = load_json(dir, tiny_tokenizer());
-  EXPECT_EQ(tok.encode("abc"), (Ids{6}));     // a+b, then ab+c
+  EXPECT_EQ(tok.encode("abc"), (Ids{6}));      // a+b, then ab+c
   EXPECT_EQ(tok.encode("bcab"), (Ids{5, 4}));  // a+b (rank 0) before b+c (rank 1); bc+ab has no merge
   EXPECT_EQ(tok.encode("cab"), (Ids{3, 4}));
   EXPECT_EQ(tok.encode("abc  ab\tc"), (Ids{6, 4, 3}));
@@ -109,20 +118,22 @@ TEST(Tokenizer, ByteFallbackAndItsDecoder) {
   const Tokenizer tok = load_json(dir, t);
   EXPECT_EQ(tok.encode("a\u00e9"), (Ids{1, 11, 12}));  // é = C3 A9
   EXPECT_EQ(tok.decode(Ids{1, 11, 12}), "a\u00e9");
-  EXPECT_EQ(tok.decode(Ids{11, 1}), "\xEF\xBF\xBD" "a");  // a lone lead byte is one U+FFFD per byte
+  EXPECT_EQ(tok.decode(Ids{11, 1}),
+            "\xEF\xBF\xBD"
+            "a");  // a lone lead byte is one U+FFFD per byte
 }
 
 TEST(Tokenizer, AddedTokensAndTemplate) {
   TempDir dir;
   json t = tiny_tokenizer();
-  t["post_processor"] = {
-      {"type", "TemplateProcessing"},
-      {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-                              {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                              {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}})},
-      {"pair", json::array()},
-      {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {9}}, {"tokens", {"<s>"}}}},
-                          {"</s>", {{"id", "</s>"}, {"ids", {10}}, {"tokens", {"</s>"}}}}}}};
+  t["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                                 {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                                 {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}})},
+                         {"pair", json::array()},
+                         {"special_tokens",
+                          {{"<s>", {{"id", "<s>"}, {"ids", {9}}, {"tokens", {"<s>"}}}},
+                           {"</s>", {{"id", "</s>"}, {"ids", {10}}, {"tokens", {"</s>"}}}}}}};
   const Tokenizer tok = load_json(dir, t);
   EXPECT_EQ(tok.encode("ab<s>c", false), (Ids{4, 9, 3}));
   EXPECT_EQ(tok.encode("ab<s>c", true), (Ids{9, 4, 9, 3, 10}));
@@ -150,7 +161,7 @@ TEST(Tokenizer, AddedTokenRules) {
       json{{"id", 14}, {"content", "<r>"}, {"special", false}, {"normalized", false}, {"rstrip", true}},
   });
   const Tokenizer tok = load_json(dir, t);
-  EXPECT_EQ(tok.encode("a<x>yb"), (Ids{1, 12, 2}));  // the longest match at a position wins
+  EXPECT_EQ(tok.encode("a<x>yb"), (Ids{1, 12, 2}));   // the longest match at a position wins
   EXPECT_EQ(tok.encode("a  <x>b"), (Ids{1, 11, 2}));  // lstrip takes the spaces before
   EXPECT_EQ(tok.encode("a<r>  b"), (Ids{1, 14, 2}));  // rstrip the ones after
   EXPECT_EQ(tok.encode("a cab b"), (Ids{1, 13, 2}));  // a single word
@@ -163,8 +174,7 @@ TEST(Tokenizer, NormalizerAndMetaspace) {
   t["model"]["vocab"]["\u2581"] = 11;
   t["model"]["vocab"]["\u2581a"] = 12;
   t["model"]["merges"].push_back("\u2581 a");
-  t["normalizer"] = {{"type", "Sequence"},
-                     {"normalizers", json::array({{{"type", "NFKC"}}, {{"type", "Lowercase"}}})}};
+  t["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array({{{"type", "NFKC"}}, {{"type", "Lowercase"}}})}};
   t["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}, {"split", true}};
   t["decoder"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}, {"split", true}};
   const Tokenizer tok = load_json(dir, t);
@@ -181,8 +191,14 @@ TEST(Tokenizer, InvalidUtf8IsReplacedFirst) {
   TempDir dir;
   const Tokenizer tok = load_json(dir, tiny_tokenizer());
   // One U+FFFD per maximal invalid subpart, as Python's decode("utf-8", "replace").
-  EXPECT_EQ(tok.encode("a\xff\xe2\x82" "b"), tok.encode("a\uFFFD\uFFFD" "b"));
-  EXPECT_EQ(tok.encode("a\xe2\x82" "b"), tok.encode("a\uFFFD" "b"));
+  EXPECT_EQ(tok.encode("a\xff\xe2\x82"
+                       "b"),
+            tok.encode("a\uFFFD\uFFFD"
+                       "b"));
+  EXPECT_EQ(tok.encode("a\xe2\x82"
+                       "b"),
+            tok.encode("a\uFFFD"
+                       "b"));
 }
 
 TEST(Tokenizer, Tiktoken) {

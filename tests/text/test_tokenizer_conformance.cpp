@@ -1,12 +1,12 @@
 // Conformance of the tokenizer with Hugging Face tokenizers / transformers / tiktoken over the fixture
 // corpus (tests/fixtures/text/, made by tools/text_fixtures/): ids with and without special tokens,
 // decode with and without skip_special_tokens, and DecodeStream's pieces, for every corpus line.
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -79,10 +79,14 @@ std::string python_replace(const std::string& bytes) {
     const auto b0 = static_cast<unsigned char>(bytes[i]);
     size_t n = 0;
     unsigned char lo = 0x80, hi = 0xBF;
-    if (b0 < 0x80) n = 1;
-    else if (b0 >= 0xC2 && b0 <= 0xDF) n = 2;
-    else if (b0 >= 0xE0 && b0 <= 0xEF) n = 3, lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
-    else if (b0 >= 0xF0 && b0 <= 0xF4) n = 4, lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+    if (b0 < 0x80)
+      n = 1;
+    else if (b0 >= 0xC2 && b0 <= 0xDF)
+      n = 2;
+    else if (b0 >= 0xE0 && b0 <= 0xEF)
+      n = 3, lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+    else if (b0 >= 0xF0 && b0 <= 0xF4)
+      n = 4, lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
     size_t k = 1;
     for (; n > 1 && k < n && i + k < bytes.size(); ++k) {
       const auto b = static_cast<unsigned char>(bytes[i + k]);
@@ -133,8 +137,7 @@ void check_tokenizer(const fs::path& dir, const std::string& name) {
   ASSERT_EQ(corpus.size(), expected.size()) << name << ": the fixture and the corpus differ in length";
   const Tokenizer tok = Tokenizer::load(dir);
 
-  Mismatches ids_m{"ids"}, ids_ns_m{"ids_ns"}, dec_m{"dec"}, dec_skip_m{"dec_skip"}, pieces_m{"pieces"},
-      pcat_m{"pcat"};
+  Mismatches ids_m{"ids"}, ids_ns_m{"ids_ns"}, dec_m{"dec"}, dec_skip_m{"dec_skip"}, pieces_m{"pieces"}, pcat_m{"pcat"};
   size_t checked = 0;
   for (size_t line = 0; line < corpus.size(); line += kLineStep) {
     const json c = json::parse(corpus[line]);
@@ -183,7 +186,9 @@ void check_tokenizer(const fs::path& dir, const std::string& name) {
 
 TEST(TokenizerConformance, Qwen3) { check_tokenizer(kShared / "qwen3", "qwen3"); }
 TEST(TokenizerConformance, DeepSeekV3) { check_tokenizer(kShared / "deepseek_v3", "deepseek_v3"); }
-TEST(TokenizerConformance, MistralLegacy) { check_tokenizer(kFixtures / "tokenizers/mistral_legacy", "mistral_legacy"); }
+TEST(TokenizerConformance, MistralLegacy) {
+  check_tokenizer(kFixtures / "tokenizers/mistral_legacy", "mistral_legacy");
+}
 TEST(TokenizerConformance, MistralMetaspace) {
   check_tokenizer(kFixtures / "tokenizers/mistral_metaspace", "mistral_metaspace");
 }
