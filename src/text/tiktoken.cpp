@@ -21,6 +21,11 @@ constexpr std::string_view kKimiPattern =
     R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 constexpr int kReservedSpecialTokens = 256;
+constexpr size_t kKimiMaxChunkChars = 400'000;  // TIKTOKEN_MAX_ENCODE_CHARS
+constexpr size_t kKimiMaxRunChars = 25'000;     // MAX_NO_WHITESPACES_CHARS
+
+// Python's str.isspace: Unicode White_Space plus the separators U+001C..U+001F.
+bool python_isspace(char32_t c) { return (c >= 0x1C && c <= 0x1F) || is_white_space(c); }
 
 // Rewrites each class intersection `[ITEMS&&[^EXCLUDED]]` as `(?:(?![EXCLUDED])[ITEMS])`: a character of
 // ITEMS that is not in EXCLUDED. Other syntax is left alone.
@@ -102,6 +107,32 @@ bool decode_base64(std::string_view in, std::string& out) {
 }
 
 }  // namespace
+
+void split_kimi_parts(std::string_view text, std::vector<std::string_view>& parts) {
+  parts.clear();
+  size_t chunk_begin = 0;
+  while (chunk_begin < text.size()) {
+    // One chunk: up to kKimiMaxChunkChars code points, cut into runs of at most kKimiMaxRunChars.
+    size_t i = chunk_begin, chars = 0, slice_begin = chunk_begin, run = 0;
+    bool run_is_space = false;
+    while (i < text.size() && chars < kKimiMaxChunkChars) {
+      const size_t at = i;
+      const bool space = python_isspace(next_code_point(text, i));
+      if (chars == 0) run_is_space = space;
+      ++chars;
+      if (space != run_is_space) {
+        run = 1;
+        run_is_space = space;
+      } else if (++run > kKimiMaxRunChars) {
+        parts.push_back(text.substr(slice_begin, at - slice_begin));
+        slice_begin = at;
+        run = 1;
+      }
+    }
+    parts.push_back(text.substr(slice_begin, i - slice_begin));
+    chunk_begin = i;
+  }
+}
 
 std::unique_ptr<Tokenizer::Impl> load_tiktoken(const fs::path& model_file, const json& config,
                                                const fs::path& config_file) {
@@ -188,6 +219,7 @@ std::unique_ptr<Tokenizer::Impl> load_tiktoken(const fs::path& model_file, const
   }
   impl->pre_tokenizer.emplace_back(SplitPreTokenizer{
       Pattern::regex(rewrite_class_intersections(pattern), cwhere + " pat_str"), SplitBehavior::isolated, false});
+  impl->kimi_chunks = true;
   impl->origin = where;
   return impl;
 }

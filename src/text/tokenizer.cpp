@@ -102,23 +102,17 @@ std::string Tokenizer::Impl::model_token(int32_t id) const {
   return s;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view input, bool add_special_tokens) const {
-  const Impl& m = *impl_;
-  const std::string text = to_valid_utf8(input);
-  std::vector<int32_t> ids;
-  ids.reserve(text.size() / 3 + 4);
-  if (add_special_tokens) ids.insert(ids.end(), m.prefix_ids.begin(), m.prefix_ids.end());
-
+void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& ids) const {
   std::vector<AddedTokenMatcher::Split> raw_splits, norm_splits;
   std::vector<Piece> pieces;
-  m.raw_matcher.split(text, raw_splits);
+  raw_matcher.split(text, raw_splits);
   for (const auto& rs : raw_splits) {
     if (rs.id >= 0) {
       ids.push_back(rs.id);
       continue;
     }
-    const std::string normalized = normalize(m.normalizer, text.substr(rs.begin, rs.end - rs.begin));
-    m.normalized_matcher.split(normalized, norm_splits);
+    const std::string normalized = normalize(normalizer, std::string(text.substr(rs.begin, rs.end - rs.begin)));
+    normalized_matcher.split(normalized, norm_splits);
     for (const auto& ns : norm_splits) {
       if (ns.id >= 0) {
         ids.push_back(ns.id);
@@ -127,13 +121,29 @@ std::vector<int32_t> Tokenizer::encode(std::string_view input, bool add_special_
       if (ns.end == ns.begin) continue;
       pieces.clear();
       pieces.push_back({normalized.substr(ns.begin, ns.end - ns.begin), rs.begin == 0 && ns.begin == 0});
-      pre_tokenize(m.pre_tokenizer, pieces);
+      pre_tokenize(pre_tokenizer, pieces);
       std::visit(
-          [&](const auto& model) {
-            for (const Piece& p : pieces) model.tokenize(p.text, ids);
+          [&](const auto& m) {
+            for (const Piece& p : pieces) m.tokenize(p.text, ids);
           },
-          m.model);
+          model);
     }
+  }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view input, bool add_special_tokens) const {
+  const Impl& m = *impl_;
+  const std::string text = to_valid_utf8(input);
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  if (add_special_tokens) ids.insert(ids.end(), m.prefix_ids.begin(), m.prefix_ids.end());
+  if (m.kimi_chunks) {
+    // tokenization_kimi.py encodes the text in parts, each on its own.
+    std::vector<std::string_view> parts;
+    split_kimi_parts(text, parts);
+    for (const std::string_view part : parts) m.encode_text(part, ids);
+  } else {
+    m.encode_text(text, ids);
   }
   if (add_special_tokens) ids.insert(ids.end(), m.suffix_ids.begin(), m.suffix_ids.end());
   return ids;

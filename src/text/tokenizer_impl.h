@@ -73,6 +73,7 @@ struct Tokenizer::Impl {
   std::vector<int32_t> prefix_ids;
   std::vector<int32_t> suffix_ids;
   bool clean_up_tokenization_spaces = false;  // transformers' decode-time cleanup
+  bool kimi_chunks = false;                   // encode in the parts tokenization_kimi.py makes
   int64_t vocab_size = 0;
 
   Impl(std::string origin_, std::variant<detail::BpeModel, detail::TiktokenModel> model_)
@@ -80,6 +81,8 @@ struct Tokenizer::Impl {
 
   // Registers the added tokens and builds the matchers (after the normalizer is set).
   void finish_added_tokens(std::vector<detail::AddedToken> tokens);
+  // Appends the ids of `text` (valid UTF-8), without the post-processor's special tokens.
+  void encode_text(std::string_view text, std::vector<int32_t>& ids) const;
   std::string decode_raw(std::span<const int32_t> ids, bool skip_special_tokens) const;
   std::string model_token(int32_t id) const;  // "" when the model has no such id
 };
@@ -93,6 +96,10 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_json(const std::filesystem::path
                                                      const std::filesystem::path& config_file);
 std::unique_ptr<Tokenizer::Impl> load_tiktoken(const std::filesystem::path& model_file, const nlohmann::json& config,
                                                const std::filesystem::path& config_file);
+
+// The parts tokenization_kimi.py encodes separately: chunks of 400,000 code points, each cut so that no
+// part holds more than 25,000 consecutive whitespace (Python's str.isspace) or non-whitespace code points.
+void split_kimi_parts(std::string_view text, std::vector<std::string_view>& parts);
 
 // JSON helpers shared by the loaders: typed access that throws sy::Error naming the file and key.
 const nlohmann::json& json_member(const nlohmann::json& j, std::string_view key, std::string_view where);

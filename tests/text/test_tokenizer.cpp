@@ -228,6 +228,15 @@ TEST(Tokenizer, Tiktoken) {
   EXPECT_EQ(tok.encode("abc"), (Ids{'a', 256}));  // bc (rank 256) before ab (257)
   EXPECT_EQ(tok.encode("xyz"), (Ids{258}));       // a piece that is a token is taken whole
   EXPECT_EQ(tok.encode("x[BOS]y"), (Ids{'x', 259, 'y'}));
+  // tokenization_kimi.py encodes runs of more than 25,000 non-space characters in parts: "b" + "ab" * 12500
+  // is cut after 25,000 characters, between an "a" and its "b".
+  std::string run = "b";
+  for (int i = 0; i < 12500; ++i) run += "ab";
+  Ids expected{'b'};
+  expected.insert(expected.end(), 12499, 257);
+  expected.push_back('a');
+  expected.push_back('b');
+  EXPECT_EQ(tok.encode(run), expected);
   EXPECT_EQ(tok.decode(Ids{257, 259, 'c'}), "ab[BOS]c");
   EXPECT_EQ(tok.decode(Ids{257, 259, 'c'}, true), "abc");
   EXPECT_EQ(tok.vocab_size(), 259 + 256);  // 256 reserved special ids follow the ranks
