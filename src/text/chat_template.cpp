@@ -38,8 +38,8 @@ struct ChatTemplate::Impl {
 
 nlohmann::ordered_json ChatTemplate::special_tokens_of(const nlohmann::ordered_json& tokenizer_config) {
   // transformers' SPECIAL_TOKENS_ATTRIBUTES (4.x, which also passes additional_special_tokens).
-  static constexpr const char* kNames[] = {"bos_token", "eos_token",  "unk_token",  "sep_token",
-                                           "pad_token", "cls_token",  "mask_token", "additional_special_tokens"};
+  static constexpr const char* kNames[] = {"bos_token", "eos_token", "unk_token",  "sep_token",
+                                           "pad_token", "cls_token", "mask_token", "additional_special_tokens"};
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   if (!tokenizer_config.is_object()) return out;
   for (const char* n : kNames) {
@@ -98,8 +98,7 @@ std::optional<ChatTemplate> ChatTemplate::load(const std::filesystem::path& dir)
            config_path.string(), tmpl.type_name());
   std::string names;
   for (const auto& entry : tmpl) {
-    SY_CHECK(entry.is_object() && entry.contains("name") && entry.contains("template") &&
-                 entry["template"].is_string(),
+    SY_CHECK(entry.is_object() && entry.contains("name") && entry.contains("template") && entry["template"].is_string(),
              "{}: each chat_template entry must be {{\"name\", \"template\"}}", config_path.string());
     if (entry["name"] == "default") {
       return ChatTemplate(entry["template"].get<std::string>(), name + " 'default'", special);

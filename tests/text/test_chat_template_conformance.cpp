@@ -84,7 +84,7 @@ TEST_P(ChatConformance, RendersAsTransformers) {
                     ChatTemplate::special_tokens_of(json::parse(read_text(config_file))));
 
   std::string lines = fs::exists(kChatDir / (name + ".jsonl")) ? read_text(kChatDir / (name + ".jsonl"))
-                                                                : read_gz(kChatDir / (name + ".jsonl.gz"));
+                                                               : read_gz(kChatDir / (name + ".jsonl.gz"));
   ASSERT_FALSE(lines.empty()) << "no conversations for " << name;
   std::istringstream in(lines);
   std::string line;
@@ -125,8 +125,8 @@ TEST_P(ChatConformance, RendersAsTransformers) {
     }
     ++index;
   }
-  std::cout << name << ": " << compared << " conversations compared (" << errors << " expected errors), "
-            << mismatches << " mismatches\n";
+  std::cout << name << ": " << compared << " conversations compared (" << errors << " expected errors), " << mismatches
+            << " mismatches\n";
   EXPECT_EQ(mismatches, 0);
   EXPECT_GT(compared, 0);
 }

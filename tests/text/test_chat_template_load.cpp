@@ -100,9 +100,10 @@ TEST(ChatTemplateLoad, SpecialTokensAndKwargsReachTheTemplate) {
           "additional_special_tokens": ["<a>", {"content": "<b>"}], "model_max_length": 10})"));
   EXPECT_EQ(special.dump(), R"({"bos_token":{"content":"<s>","lstrip":false},"eos_token":"</s>",)"
                             R"("additional_special_tokens":["<a>",{"content":"<b>"}]})");
-  ChatTemplate t("{{ bos_token }}{{ eos_token }}{{ unk_token is defined }}{{ additional_special_tokens }}"
-                 "{{ add_generation_prompt }}{{ tools }}{{ documents }}{{ flag }}",
-                 "test", special);
+  ChatTemplate t(
+      "{{ bos_token }}{{ eos_token }}{{ unk_token is defined }}{{ additional_special_tokens }}"
+      "{{ add_generation_prompt }}{{ tools }}{{ documents }}{{ flag }}",
+      "test", special);
   ChatInputs in;
   in.add_generation_prompt = false;
   in.kwargs = {{"flag", "F"}, {"eos_token", "override"}};

@@ -14,25 +14,25 @@ struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
 enum class ExprKind {
-  literal,   // value
-  name,      // name
-  list,      // args: items
-  tuple,     // args: items
-  dict,      // args: key, value, key, value, ...
-  attr,      // args[0].name
-  item,      // args[0][args[1]]
-  slice,     // args[0][args[1]:args[2]:args[3]], absent bounds are null
-  call,      // args[0](args[1..], kwargs)
-  filter,    // args[0] | name(args[1..], kwargs); args[0] is null inside a filter block
-  test,      // args[0] is name(args[1..], kwargs)
-  unary,     // name in {"not", "-", "+"}: args[0]
-  binary,    // name in {"+", "-", "*", "/", "//", "%", "**", "~", "and", "or", "in", "not in"}
-  compare,   // args[0] ops[0] args[1] ops[1] args[2] ... (chained)
-  cond,      // args[0] if args[1] else args[2] (args[2] null: undefined)
+  literal,  // value
+  name,     // name
+  list,     // args: items
+  tuple,    // args: items
+  dict,     // args: key, value, key, value, ...
+  attr,     // args[0].name
+  item,     // args[0][args[1]]
+  slice,    // args[0][args[1]:args[2]:args[3]], absent bounds are null
+  call,     // args[0](args[1..], kwargs)
+  filter,   // args[0] | name(args[1..], kwargs); args[0] is null inside a filter block
+  test,     // args[0] is name(args[1..], kwargs)
+  unary,    // name in {"not", "-", "+"}: args[0]
+  binary,   // name in {"+", "-", "*", "/", "//", "%", "**", "~", "and", "or", "in", "not in"}
+  compare,  // args[0] ops[0] args[1] ops[1] args[2] ... (chained)
+  cond,     // args[0] if args[1] else args[2] (args[2] null: undefined)
 };
 
 struct Expr {
-  ExprKind kind;
+  ExprKind kind = ExprKind::literal;
   int line = 0;
   int depth = 1;  // of the subtree, bounded by kMaxSyntaxDepth
   Value value;
@@ -44,9 +44,9 @@ struct Expr {
 
 // Assignment targets: `x`, `a, b`, `(a, (b, c))` or `ns.attr`.
 struct Target {
-  std::string name;            // a single name, or the namespace of ns.attr
-  std::string attr;            // non-empty for ns.attr
-  std::vector<Target> items;   // non-empty for a tuple target
+  std::string name;           // a single name, or the namespace of ns.attr
+  std::string attr;           // non-empty for ns.attr
+  std::vector<Target> items;  // non-empty for a tuple target
   bool is_tuple = false;
 };
 
@@ -54,19 +54,19 @@ struct Stmt;
 using Body = std::vector<std::unique_ptr<Stmt>>;
 
 enum class StmtKind {
-  text,         // text
-  output,       // {{ expr }}
-  if_,          // conds[i] -> bodies[i]; else_body
-  for_,         // for target in expr [if cond]: body; else_body
-  set,          // set target = expr
-  set_block,    // set target [| filter]: body
-  macro,        // macro name(params): body
-  call_block,   // call(params) expr: body
-  filter_block, // filter expr: body
+  text,          // text
+  output,        // {{ expr }}
+  if_,           // conds[i] -> bodies[i]; else_body
+  for_,          // for target in expr [if cond]: body; else_body
+  set,           // set target = expr
+  set_block,     // set target [| filter]: body
+  macro,         // macro name(params): body
+  call_block,    // call(params) expr: body
+  filter_block,  // filter expr: body
   break_,
   continue_,
-  generation,   // generation: body
-  with,         // with targets = values: body
+  generation,  // generation: body
+  with,        // with targets = values: body
 };
 
 struct Param {
@@ -75,7 +75,7 @@ struct Param {
 };
 
 struct Stmt {
-  StmtKind kind;
+  StmtKind kind = StmtKind::text;
   int line = 0;
   std::string text;
   ExprPtr expr;  // output / for iterable / set value / call / filter chain
@@ -85,7 +85,7 @@ struct Stmt {
   std::vector<Body> bodies;
   Body body;
   Body else_body;
-  std::vector<Param> params;  // macro / call block parameters
+  std::vector<Param> params;                            // macro / call block parameters
   std::vector<std::pair<Target, ExprPtr>> assignments;  // with
 };
 

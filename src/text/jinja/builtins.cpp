@@ -206,14 +206,15 @@ Value list_method(const Value& l, const std::string& name) {
 // Jinja's object_type_repr: "None", "dict object", "str object", ...
 std::string object_type_repr(const Value& obj) {
   if (obj.is_none()) return "None";
-  if (obj.is_object()) return "jinja2." + std::string(obj.type_name() == "Namespace" ? "utils." : "runtime.") +
-                              obj.type_name() + " object";
+  if (obj.is_object())
+    return "jinja2." + std::string(obj.type_name() == "Namespace" ? "utils." : "runtime.") + obj.type_name() +
+           " object";
   return obj.type_name() + " object";
 }
 
 bool is_mutating(const Value& obj, const std::string& name) {
-  static const std::vector<std::string> kList = {"append", "extend", "insert", "pop", "remove", "clear", "sort",
-                                                 "reverse"};
+  static const std::vector<std::string> kList = {"append", "extend", "insert", "pop",
+                                                 "remove", "clear",  "sort",   "reverse"};
   static const std::vector<std::string> kDict = {"pop", "popitem", "setdefault", "update", "clear"};
   const auto& names = obj.is_dict() ? kDict : kList;
   return (obj.is_dict() || (obj.is_list() && !obj.is_tuple())) &&
@@ -221,8 +222,7 @@ bool is_mutating(const Value& obj, const std::string& name) {
 }
 
 Value unsafe(const Value& obj, const std::string& name) {
-  return Value::undefined(
-      fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, obj.type_name()));
+  return Value::undefined(fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, obj.type_name()));
 }
 
 // Python's slice.indices for a sequence of length n.
@@ -536,32 +536,30 @@ void ArgReader::done() const {
 
 std::vector<std::pair<std::string, Value>> global_functions() {
   std::vector<std::pair<std::string, Value>> g;
-  g.emplace_back("range", Value::callable("range", [](CallArgs& a) -> Value {
-                   SY_CHECK(a.kw.empty(), "range() takes no keyword arguments");
-                   SY_CHECK(!a.pos.empty() && a.pos.size() <= 3, "range expected 1 to 3 arguments, got {}",
-                            a.pos.size());
-                   for (const auto& v : a.pos) {
-                     SY_CHECK(v.is_int() || v.is_bool(), "'{}' object cannot be interpreted as an integer",
-                              v.type_name());
-                   }
-                   int64_t start = 0, stop, step = 1;
-                   if (a.pos.size() == 1) {
-                     stop = a.pos[0].to_int();
-                   } else {
-                     start = a.pos[0].to_int();
-                     stop = a.pos[1].to_int();
-                     if (a.pos.size() == 3) step = a.pos[2].to_int();
-                   }
-                   SY_CHECK(step != 0, "range() arg 3 must not be zero");
-                   __int128 n = step > 0 ? (static_cast<__int128>(stop) - start + step - 1) / step
-                                         : (static_cast<__int128>(start) - stop - step - 1) / -step;
-                   if (n < 0) n = 0;
-                   SY_CHECK(n <= kMaxRange,
-                            "Range too big. The sandbox blocks ranges larger than MAX_RANGE ({}).", kMaxRange);
-                   std::vector<Value> out;
-                   for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) out.emplace_back(start + i * step);
-                   return Value::list(std::move(out));
-                 }));
+  g.emplace_back(
+      "range", Value::callable("range", [](CallArgs& a) -> Value {
+        SY_CHECK(a.kw.empty(), "range() takes no keyword arguments");
+        SY_CHECK(!a.pos.empty() && a.pos.size() <= 3, "range expected 1 to 3 arguments, got {}", a.pos.size());
+        for (const auto& v : a.pos) {
+          SY_CHECK(v.is_int() || v.is_bool(), "'{}' object cannot be interpreted as an integer", v.type_name());
+        }
+        int64_t start = 0, stop, step = 1;
+        if (a.pos.size() == 1) {
+          stop = a.pos[0].to_int();
+        } else {
+          start = a.pos[0].to_int();
+          stop = a.pos[1].to_int();
+          if (a.pos.size() == 3) step = a.pos[2].to_int();
+        }
+        SY_CHECK(step != 0, "range() arg 3 must not be zero");
+        __int128 n = step > 0 ? (static_cast<__int128>(stop) - start + step - 1) / step
+                              : (static_cast<__int128>(start) - stop - step - 1) / -step;
+        if (n < 0) n = 0;
+        SY_CHECK(n <= kMaxRange, "Range too big. The sandbox blocks ranges larger than MAX_RANGE ({}).", kMaxRange);
+        std::vector<Value> out;
+        for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) out.emplace_back(start + i * step);
+        return Value::list(std::move(out));
+      }));
   g.emplace_back("dict", Value::callable("dict", [](CallArgs& a) -> Value {
                    std::vector<std::pair<Value, Value>> items;
                    SY_CHECK(a.pos.size() <= 1, "dict expected at most 1 argument, got {}", a.pos.size());

@@ -68,12 +68,23 @@ std::string html_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -225,7 +236,8 @@ Value f_int(const Value& v, ArgReader& r) {
   int base = static_cast<int>(r.get(1, "base", Value(10)).to_int());
   if (v.is_int() || v.is_bool()) return Value(v.to_int());
   if (v.is_float()) {
-    if (std::isfinite(v.as_float()) && std::fabs(v.as_float()) < 9.2e18) return Value(static_cast<int64_t>(v.as_float()));
+    if (std::isfinite(v.as_float()) && std::fabs(v.as_float()) < 9.2e18)
+      return Value(static_cast<int64_t>(v.as_float()));
     return fallback;
   }
   if (v.is_string()) {
@@ -272,12 +284,13 @@ Value f_dictsort(const Value& v, ArgReader& r) {
   }
   std::vector<Value> items;
   for (const auto& [k, val] : v.dict_data().items) items.push_back(Value::list({k, val}, true));
-  return Value::list(sorted(std::move(items),
-                            [&](const Value& item) {
-                              const Value& x = item.items()[pos];
-                              return case_sensitive ? x : ignore_case(x);
-                            },
-                            reverse));
+  return Value::list(sorted(
+      std::move(items),
+      [&](const Value& item) {
+        const Value& x = item.items()[pos];
+        return case_sensitive ? x : ignore_case(x);
+      },
+      reverse));
 }
 
 Value f_map(const Value& v, ArgReader& r) {
@@ -346,7 +359,9 @@ Value f_indent(const Value& v, ArgReader& r) {
   Value width = r.get(0, "width", Value(4));
   bool first = r.get(1, "first", Value(false)).truthy();
   bool blank = r.get(2, "blank", Value(false)).truthy();
-  std::string indention = width.is_string() ? width.as_string() : std::string(static_cast<size_t>(std::max<int64_t>(0, width.to_int())), ' ');
+  std::string indention = width.is_string()
+                              ? width.as_string()
+                              : std::string(static_cast<size_t>(std::max<int64_t>(0, width.to_int())), ' ');
   std::string s = v.str() + "\n";
   auto lines = str::splitlines(s);
   std::string out;
@@ -506,20 +521,53 @@ Value f_attr(const Value& v, ArgReader& r) {
 }
 
 const std::map<std::string, Filter, std::less<>>& filters() {
-  static const std::map<std::string, Filter, std::less<>> kFilters = {
-      {"tojson", f_tojson},   {"trim", f_trim},         {"length", f_length},       {"count", f_length},
-      {"first", f_first},     {"last", f_last},         {"join", f_join},           {"default", f_default},
-      {"d", f_default},       {"upper", f_upper},       {"lower", f_lower},         {"title", f_title},
-      {"capitalize", f_capitalize}, {"replace", f_replace}, {"string", f_string},   {"int", f_int},
-      {"float", f_float},     {"list", f_list},         {"items", f_items},         {"dictsort", f_dictsort},
-      {"map", f_map},         {"select", f_select},     {"reject", f_reject},       {"selectattr", f_selectattr},
-      {"rejectattr", f_rejectattr}, {"unique", f_unique}, {"indent", f_indent},     {"round", f_round},
-      {"abs", f_abs},         {"sum", f_sum},           {"min", f_min},             {"max", f_max},
-      {"batch", f_batch},     {"safe", f_safe},         {"e", f_escape},            {"escape", f_escape},
-      {"forceescape", f_escape}, {"wordcount", f_wordcount}, {"reverse", f_reverse}, {"sort", f_sort},
-      {"center", f_center},   {"attr", f_attr},         {"truncate", f_truncate},   {"format", f_format},
+  static const std::map<std::string, Filter, std::less<>> by_name = {
+      {"tojson", f_tojson},
+      {"trim", f_trim},
+      {"length", f_length},
+      {"count", f_length},
+      {"first", f_first},
+      {"last", f_last},
+      {"join", f_join},
+      {"default", f_default},
+      {"d", f_default},
+      {"upper", f_upper},
+      {"lower", f_lower},
+      {"title", f_title},
+      {"capitalize", f_capitalize},
+      {"replace", f_replace},
+      {"string", f_string},
+      {"int", f_int},
+      {"float", f_float},
+      {"list", f_list},
+      {"items", f_items},
+      {"dictsort", f_dictsort},
+      {"map", f_map},
+      {"select", f_select},
+      {"reject", f_reject},
+      {"selectattr", f_selectattr},
+      {"rejectattr", f_rejectattr},
+      {"unique", f_unique},
+      {"indent", f_indent},
+      {"round", f_round},
+      {"abs", f_abs},
+      {"sum", f_sum},
+      {"min", f_min},
+      {"max", f_max},
+      {"batch", f_batch},
+      {"safe", f_safe},
+      {"e", f_escape},
+      {"escape", f_escape},
+      {"forceescape", f_escape},
+      {"wordcount", f_wordcount},
+      {"reverse", f_reverse},
+      {"sort", f_sort},
+      {"center", f_center},
+      {"attr", f_attr},
+      {"truncate", f_truncate},
+      {"format", f_format},
   };
-  return kFilters;
+  return by_name;
 }
 
 }  // namespace

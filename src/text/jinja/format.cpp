@@ -36,8 +36,7 @@ std::string str_format(const std::string& fmt_str, CallArgs& a) {
       SY_CHECK(field.find_first_of(":!") == std::string::npos, "format specs in str.format are not supported");
       Value v;
       if (field.empty()) {
-        SY_CHECK(auto_index < a.pos.size(), "Replacement index {} out of range for positional args tuple",
-                 auto_index);
+        SY_CHECK(auto_index < a.pos.size(), "Replacement index {} out of range for positional args tuple", auto_index);
         v = a.pos[auto_index++];
       } else if (std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
         size_t k = std::stoul(field);
@@ -142,9 +141,9 @@ std::string percent_format(const std::string& f, const Value& args) {
         SY_CHECK(arg.is_number() && !(integral_only && arg.is_float()), "%{} format: {} is required, not {}", type,
                  integral_only ? "an integer" : "a real number", arg.type_name());
         auto v = arg.is_float() ? static_cast<long long>(arg.as_float()) : static_cast<long long>(arg.to_int());
-        std::string spec = fmt::format("%{}{}{}ll{}", flags, width ? std::to_string(width) : "",
-                                       precision >= 0 ? fmt::format(".{}", precision) : "",
-                                       type == 'i' || type == 'u' ? 'd' : type);
+        std::string spec =
+            fmt::format("%{}{}{}ll{}", flags, width ? std::to_string(width) : "",
+                        precision >= 0 ? fmt::format(".{}", precision) : "", type == 'i' || type == 'u' ? 'd' : type);
         char buf[128];
         std::snprintf(buf, sizeof buf, spec.c_str(), v);
         std::string s = buf;
@@ -159,8 +158,8 @@ std::string percent_format(const std::string& f, const Value& args) {
       case 'g':
       case 'G': {
         SY_CHECK(arg.is_number(), "must be real number, not {}", arg.type_name());
-        std::string spec = fmt::format("%{}{}.{}{}", flags, width ? std::to_string(width) : "",
-                                       precision >= 0 ? precision : 6, type);
+        std::string spec =
+            fmt::format("%{}{}.{}{}", flags, width ? std::to_string(width) : "", precision >= 0 ? precision : 6, type);
         char buf[512];
         std::snprintf(buf, sizeof buf, spec.c_str(), arg.to_double());
         out += buf;

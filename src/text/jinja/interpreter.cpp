@@ -94,9 +94,7 @@ class LoopObject : public Object {
     }
     return Value::undefined(fmt::format("'jinja2.runtime.LoopContext object' has no attribute {}", string_repr(name)));
   }
-  std::string repr() const override {
-    return fmt::format("<LoopContext {}/{}>", index0 + 1, items_->size());
-  }
+  std::string repr() const override { return fmt::format("<LoopContext {}/{}>", index0 + 1, items_->size()); }
   int64_t index0 = 0;
 
  private:
@@ -297,8 +295,7 @@ class Renderer {
     return Value::undefined(fmt::format("'{}' is undefined", n));
   }
 
-  Value make_macro(const FramePtr& f, const std::string& name, const std::vector<Param>& params,
-                   const Body& body) {
+  Value make_macro(const FramePtr& f, const std::string& name, const std::vector<Param>& params, const Body& body) {
     bool varargs = body_uses(body, "varargs");
     bool kwargs = body_uses(body, "kwargs");
     bool caller = body_uses(body, "caller");
@@ -377,7 +374,7 @@ class Renderer {
   // A filter chain; `subject` replaces the innermost (absent) subject of a filter block or block set.
   Value eval_filter(const Expr& e, const FramePtr& f, const Value* subject) {
     Value v = e.args[0] ? (e.args[0]->kind == ExprKind::filter && subject ? eval_filter(*e.args[0], f, subject)
-                                                                           : eval(*e.args[0], f))
+                                                                          : eval(*e.args[0], f))
                         : *subject;
     CallArgs a = eval_args(e, 1, f);
     line_ = e.line;

@@ -158,12 +158,15 @@ class Lexer {
     std::vector<char> balance;
     while (true) {
       p = skip_ws(p);
-      if (p >= s_.size()) fail(p, variable ? "unexpected end of template, expected '}}'" : "unexpected end of template, expected '%}'");
+      if (p >= s_.size())
+        fail(p, variable ? "unexpected end of template, expected '}}'" : "unexpected end of template, expected '%}'");
       if (balance.empty()) {
         size_t end = std::string::npos;
         if (variable) {
-          if (s_.compare(p, 3, "-}}") == 0) end = skip_ws(p + 3);
-          else if (s_.compare(p, 2, "}}") == 0) end = p + 2;
+          if (s_.compare(p, 3, "-}}") == 0)
+            end = skip_ws(p + 3);
+          else if (s_.compare(p, 2, "}}") == 0)
+            end = p + 2;
         } else {
           end = match_block_end(p, true);
         }
@@ -238,27 +241,55 @@ class Lexer {
       auto hex = [&](int n) -> char32_t {
         char32_t v = 0;
         for (int k = 0; k < n; ++k, ++i) {
-          if (i >= s_.size() || !std::isxdigit(static_cast<unsigned char>(s_[i]))) fail(p, "truncated escape in string literal");
+          if (i >= s_.size() || !std::isxdigit(static_cast<unsigned char>(s_[i])))
+            fail(p, "truncated escape in string literal");
           char c = s_[i];
           v = v * 16 + static_cast<char32_t>(is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10);
         }
         return v;
       };
       switch (e) {
-        case '\n': break;
-        case '\\': out.push_back('\\'); break;
-        case '\'': out.push_back('\''); break;
-        case '"': out.push_back('"'); break;
-        case 'a': out.push_back('\a'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
-        case 'v': out.push_back('\v'); break;
-        case 'x': str::append_utf8(out, hex(2)); break;
-        case 'u': str::append_utf8(out, hex(4)); break;
-        case 'U': str::append_utf8(out, hex(8)); break;
+        case '\n':
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '\'':
+          out.push_back('\'');
+          break;
+        case '"':
+          out.push_back('"');
+          break;
+        case 'a':
+          out.push_back('\a');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
+        case 'v':
+          out.push_back('\v');
+          break;
+        case 'x':
+          str::append_utf8(out, hex(2));
+          break;
+        case 'u':
+          str::append_utf8(out, hex(4));
+          break;
+        case 'U':
+          str::append_utf8(out, hex(8));
+          break;
         default:
           if (e >= '0' && e <= '7') {
             char32_t v = static_cast<char32_t>(e - '0');

@@ -35,17 +35,20 @@ class Parser {
   Token next() { return i_ + 1 < t_.size() ? t_[i_++] : t_[i_]; }
 
   [[noreturn]] void fail(const std::string& msg) const { fail_at(cur().line, msg); }
-  [[noreturn]] void fail_at(int line, const std::string& msg) const {
-    SY_FAIL("{}, line {}: {}", name_, line, msg);
-  }
+  [[noreturn]] void fail_at(int line, const std::string& msg) const { SY_FAIL("{}, line {}: {}", name_, line, msg); }
 
   static std::string describe(const Token& t) {
     switch (t.kind) {
-      case TokenKind::eof: return "end of template";
-      case TokenKind::var_end: return "end of print statement";
-      case TokenKind::block_end: return "end of statement block";
-      case TokenKind::data: return "template data";
-      default: return "'" + t.text + "'";
+      case TokenKind::eof:
+        return "end of template";
+      case TokenKind::var_end:
+        return "end of print statement";
+      case TokenKind::block_end:
+        return "end of statement block";
+      case TokenKind::data:
+        return "template data";
+      default:
+        return "'" + t.text + "'";
     }
   }
 
@@ -69,7 +72,8 @@ class Parser {
     return next().text;
   }
   void expect_block_end() {
-    if (cur().kind != TokenKind::block_end) fail(fmt::format("expected end of statement block, got {}", describe(cur())));
+    if (cur().kind != TokenKind::block_end)
+      fail(fmt::format("expected end of statement block, got {}", describe(cur())));
     next();
   }
 
@@ -121,7 +125,8 @@ class Parser {
         s->line = t.line;
         next();
         s->expr = parse_tuple(true, false);
-        if (cur().kind != TokenKind::var_end) fail(fmt::format("expected end of print statement, got {}", describe(cur())));
+        if (cur().kind != TokenKind::var_end)
+          fail(fmt::format("expected end of print statement, got {}", describe(cur())));
         next();
         body.push_back(std::move(s));
       } else if (t.kind == TokenKind::block_begin) {
@@ -174,8 +179,9 @@ class Parser {
       end_tag("endgeneration");
       return s;
     }
-    static constexpr std::string_view kEnds[] = {"endif", "endfor", "endset", "endmacro", "endcall", "endfilter",
-                                                 "endwith", "endgeneration", "elif", "else", "endraw"};
+    static constexpr std::string_view kEnds[] = {"endif",   "endfor",    "endset",  "endmacro",
+                                                 "endcall", "endfilter", "endwith", "endgeneration",
+                                                 "elif",    "else",      "endraw"};
     if (std::find(std::begin(kEnds), std::end(kEnds), n) != std::end(kEnds)) {
       fail_at(tag.line, fmt::format("unexpected '{}'", n));
     }
@@ -341,7 +347,8 @@ class Parser {
     return t.kind == TokenKind::name && std::find(extra_end.begin(), extra_end.end(), t.text) != extra_end.end();
   }
 
-  ExprPtr parse_tuple(bool with_condexpr, bool explicit_parens, std::initializer_list<std::string_view> extra_end = {}) {
+  ExprPtr parse_tuple(bool with_condexpr, bool explicit_parens,
+                      std::initializer_list<std::string_view> extra_end = {}) {
     int line = cur().line;
     std::vector<ExprPtr> items;
     bool is_tuple = false;
@@ -426,9 +433,8 @@ class Parser {
     ExprPtr cmp;
     while (true) {
       std::string op;
-      if (cur().kind == TokenKind::op &&
-          (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == ">" ||
-           cur().text == "<=" || cur().text == ">=")) {
+      if (cur().kind == TokenKind::op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
+                                          cur().text == ">" || cur().text == "<=" || cur().text == ">=")) {
         op = next().text;
       } else if (is_name("in")) {
         next();
@@ -460,10 +466,18 @@ class Parser {
     return e;
   }
 
-  ExprPtr parse_math1() { return parse_binary_level({"+", "-"}, [&] { return parse_concat(); }); }
-  ExprPtr parse_concat() { return parse_binary_level({"~"}, [&] { return parse_math2(); }); }
-  ExprPtr parse_math2() { return parse_binary_level({"*", "/", "//", "%"}, [&] { return parse_pow(); }); }
-  ExprPtr parse_pow() { return parse_binary_level({"**"}, [&] { return parse_unary(true); }); }
+  ExprPtr parse_math1() {
+    return parse_binary_level({"+", "-"}, [&] { return parse_concat(); });
+  }
+  ExprPtr parse_concat() {
+    return parse_binary_level({"~"}, [&] { return parse_math2(); });
+  }
+  ExprPtr parse_math2() {
+    return parse_binary_level({"*", "/", "//", "%"}, [&] { return parse_pow(); });
+  }
+  ExprPtr parse_pow() {
+    return parse_binary_level({"**"}, [&] { return parse_unary(true); });
+  }
 
   ExprPtr parse_unary(bool with_filter) {
     DepthGuard guard(*this);

@@ -86,9 +86,7 @@ std::string strip(std::string_view s, const std::optional<std::string>& chars, b
   auto cps = decode(s);
   std::vector<char32_t> set;
   if (chars) set = decode(*chars);
-  auto strip_it = [&](char32_t c) {
-    return chars ? std::find(set.begin(), set.end(), c) != set.end() : is_space(c);
-  };
+  auto strip_it = [&](char32_t c) { return chars ? std::find(set.begin(), set.end(), c) != set.end() : is_space(c); };
   size_t b = 0, e = cps.size();
   if (left)
     while (b < e && strip_it(cps[b])) ++b;
@@ -239,9 +237,7 @@ std::string py_title(std::string_view s) {
 
 std::string jinja_title(std::string_view s) {
   // Jinja: words start after a run of [-\s({\[<]; each word is item[0].upper() + item[1:].lower().
-  auto is_sep = [](char32_t c) {
-    return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || is_space(c);
-  };
+  auto is_sep = [](char32_t c) { return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || is_space(c); };
   std::string out;
   bool word_start = true;
   for (char32_t c : decode(s)) {

@@ -15,7 +15,7 @@ void append_utf8(std::string& out, char32_t c);
 std::string encode(const std::vector<char32_t>& cps, size_t begin, size_t end);
 size_t length(std::string_view s);  // in code points
 
-bool is_space(char32_t c);  // Python's str.isspace for one code point
+bool is_space(char32_t c);      // Python's str.isspace for one code point
 bool is_linebreak(char32_t c);  // a line boundary of str.splitlines
 
 // strip/lstrip/rstrip: `chars` absent strips whitespace.
@@ -30,8 +30,8 @@ int64_t count(std::string_view s, std::string_view sub);
 
 std::string upper(std::string_view s);
 std::string lower(std::string_view s);
-std::string capitalize(std::string_view s);  // str.capitalize
-std::string py_title(std::string_view s);    // str.title
+std::string capitalize(std::string_view s);   // str.capitalize
+std::string py_title(std::string_view s);     // str.title
 std::string jinja_title(std::string_view s);  // Jinja's |title filter
 bool is_alpha(char32_t c);
 bool is_upper_str(std::string_view s);

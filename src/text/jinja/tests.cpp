@@ -56,19 +56,48 @@ bool t_filter(const Value& v, ArgReader&) { return v.is_string() && has_filter(v
 bool t_test(const Value& v, ArgReader&) { return v.is_string() && has_test(v.as_string()); }
 
 const std::map<std::string, Test, std::less<>>& tests() {
-  static const std::map<std::string, Test, std::less<>> kTests = {
-      {"defined", t_defined},   {"undefined", t_undefined}, {"none", t_none},         {"boolean", t_boolean},
-      {"true", t_true},         {"false", t_false},         {"integer", t_integer},   {"float", t_float},
-      {"number", t_number},     {"string", t_string},       {"mapping", t_mapping},   {"sequence", t_sequence},
-      {"iterable", t_iterable}, {"callable", t_callable},   {"escaped", t_escaped},   {"lower", t_lower},
-      {"upper", t_upper},       {"even", t_even},           {"odd", t_odd},           {"divisibleby", t_divisibleby},
-      {"sameas", t_sameas},     {"in", t_in},               {"eq", t_eq},             {"equalto", t_eq},
-      {"==", t_eq},             {"ne", t_ne},               {"!=", t_ne},             {"lt", t_lt},
-      {"lessthan", t_lt},       {"<", t_lt},                {"le", t_le},             {"<=", t_le},
-      {"gt", t_gt},             {"greaterthan", t_gt},      {">", t_gt},              {"ge", t_ge},
-      {">=", t_ge},             {"filter", t_filter},       {"test", t_test},
+  static const std::map<std::string, Test, std::less<>> by_name = {
+      {"defined", t_defined},
+      {"undefined", t_undefined},
+      {"none", t_none},
+      {"boolean", t_boolean},
+      {"true", t_true},
+      {"false", t_false},
+      {"integer", t_integer},
+      {"float", t_float},
+      {"number", t_number},
+      {"string", t_string},
+      {"mapping", t_mapping},
+      {"sequence", t_sequence},
+      {"iterable", t_iterable},
+      {"callable", t_callable},
+      {"escaped", t_escaped},
+      {"lower", t_lower},
+      {"upper", t_upper},
+      {"even", t_even},
+      {"odd", t_odd},
+      {"divisibleby", t_divisibleby},
+      {"sameas", t_sameas},
+      {"in", t_in},
+      {"eq", t_eq},
+      {"equalto", t_eq},
+      {"==", t_eq},
+      {"ne", t_ne},
+      {"!=", t_ne},
+      {"lt", t_lt},
+      {"lessthan", t_lt},
+      {"<", t_lt},
+      {"le", t_le},
+      {"<=", t_le},
+      {"gt", t_gt},
+      {"greaterthan", t_gt},
+      {">", t_gt},
+      {"ge", t_ge},
+      {">=", t_ge},
+      {"filter", t_filter},
+      {"test", t_test},
   };
-  return kTests;
+  return by_name;
 }
 
 }  // namespace

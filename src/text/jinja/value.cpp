@@ -213,10 +213,10 @@ std::string string_repr(std::string_view s) {
       out += "\\t";
     } else {
       auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-      bool printable = c == ' ' || !(cat == UTF8PROC_CATEGORY_CC || cat == UTF8PROC_CATEGORY_CF ||
-                                     cat == UTF8PROC_CATEGORY_CS || cat == UTF8PROC_CATEGORY_CO ||
-                                     cat == UTF8PROC_CATEGORY_CN || cat == UTF8PROC_CATEGORY_ZL ||
-                                     cat == UTF8PROC_CATEGORY_ZP || cat == UTF8PROC_CATEGORY_ZS);
+      bool printable =
+          c == ' ' || !(cat == UTF8PROC_CATEGORY_CC || cat == UTF8PROC_CATEGORY_CF || cat == UTF8PROC_CATEGORY_CS ||
+                        cat == UTF8PROC_CATEGORY_CO || cat == UTF8PROC_CATEGORY_CN || cat == UTF8PROC_CATEGORY_ZL ||
+                        cat == UTF8PROC_CATEGORY_ZP || cat == UTF8PROC_CATEGORY_ZS);
       if (printable) {
         str::append_utf8(out, c);
       } else if (c < 0x100) {
