@@ -49,7 +49,24 @@ Engine::Engine(Model& model, Backend& backend, const EngineConfig& config)
 
 Engine::~Engine() = default;
 
-int64_t Engine::add(Request request) {
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::none: return "";
+    case FinishReason::stop_token: return "stop";
+    case FinishReason::length: return "length";
+    case FinishReason::abort: return "abort";
+  }
+  return "";
+}
+
+Engine::Entry& Engine::entry(int64_t id) const {
+  const auto it = entries_.find(id);
+  SY_CHECK(it != entries_.end(), "no request with id {} (ids below {} were added; released ones are forgotten)", id,
+           next_id_);
+  return *it->second;
+}
+
+void Engine::validate(const Request& request) const {
   const int64_t vocab = model_.info().vocab_size;
   SY_CHECK(!request.prompt.empty(), "the prompt is empty; give at least one token id");
   for (int32_t t : request.prompt) {
@@ -60,11 +77,51 @@ int64_t Engine::add(Request request) {
   SY_CHECK(total <= model_.info().max_position_embeddings,
            "prompt ({} tokens) plus max_tokens ({}) exceeds the model's max_position_embeddings {}",
            request.prompt.size(), request.max_new_tokens, model_.info().max_position_embeddings);
-  validate(request.sampling);
-  const auto id = static_cast<int64_t>(entries_.size());
-  entries_.push_back(std::make_unique<Entry>(std::move(request), id));
-  scheduler_.add(&entries_.back()->seq);
+  // A sequence that fits a dp rank's whole pool alone always makes progress (preemption frees the rest).
+  const BlockManager& pool = blocks_[0];
+  SY_CHECK(pool.blocks_for(total) <= pool.n_blocks(),
+           "prompt ({} tokens) plus max_tokens ({}) needs {} tokens of KV cache but the cache{} holds {}; lower "
+           "max_tokens or raise the KV cache size",
+           request.prompt.size(), request.max_new_tokens, total, blocks_.size() > 1 ? " of a dp rank" : "",
+           pool.n_blocks() * pool.block_size());
+  SY_CHECK(request.logprobs >= -1 && request.logprobs <= kMaxLogprobs && request.logprobs <= vocab,
+           "logprobs must be -1 (none) or between 0 and {}, got {}", std::min<int64_t>(kMaxLogprobs, vocab),
+           request.logprobs);
+  sy::validate(request.sampling);
+}
+
+int64_t Engine::add(Request request) {
+  validate(request);
+  const int64_t id = next_id_;
+  auto e = std::make_unique<Entry>(std::move(request), id);
+  scheduler_.add(&e->seq);
+  entries_.emplace(id, std::move(e));
+  ++next_id_;
   return id;
+}
+
+bool Engine::abort(int64_t id) {
+  Entry& e = entry(id);
+  if (e.result.finished) return false;
+  scheduler_.finish(&e.seq);
+  e.result.finished = true;
+  e.result.finish_reason = FinishReason::abort;
+  return true;
+}
+
+void Engine::release(int64_t id) {
+  const Entry& e = entry(id);
+  SY_CHECK(e.result.finished, "request {} is still running; abort it or let it finish before releasing it", id);
+  entries_.erase(id);
+}
+
+KvUsage Engine::kv_usage() const {
+  KvUsage u{.block_size = blocks_[0].block_size()};
+  for (const BlockManager& b : blocks_) {
+    u.total_blocks += b.n_blocks();
+    u.used_blocks += b.n_blocks() - b.free_blocks();
+  }
+  return u;
 }
 
 bool Engine::step() {
@@ -76,11 +133,13 @@ bool Engine::step() {
   b.n_seqs = static_cast<int64_t>(chunks.size());
   for (const auto& c : chunks) b.max_blocks = std::max(b.max_blocks, static_cast<int64_t>(c.seq->block_table.size()));
   b.block_tables.assign(static_cast<size_t>(b.n_seqs * b.max_blocks), 0);
+  std::vector<Entry*> entries(chunks.size());
+  for (size_t ci = 0; ci < chunks.size(); ++ci) entries[ci] = &entry(chunks[ci].seq->id);
   // Per chunk: the first logit row it owns and how many.
   std::vector<std::pair<size_t, int64_t>> chunk_rows;
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const ScheduledChunk& c = chunks[ci];
-    const Entry& e = *entries_[static_cast<size_t>(c.seq->id)];
+    const Entry& e = *entries[ci];
     // Block ids and slots are local to the pool of the sequence's dp rank.
     const BlockManager& blocks = blocks_[static_cast<size_t>(c.seq->dp)];
     b.seq_dp.push_back(c.seq->dp);
@@ -122,13 +181,15 @@ bool Engine::step() {
     if (!c.samples_next()) continue;
     const auto [row0, n_rows] = chunk_rows[ci];
     const float* last = logits + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
-    sampled[ci] = entries_[static_cast<size_t>(c.seq->id)]->sampler.sample(last, vocab);
+    Entry& e = *entries[ci];
+    sampled[ci] = e.sampler.sample(last, vocab);
+    if (e.request.logprobs >= 0) e.result.logprobs.push_back(token_logprobs(last, vocab, sampled[ci], e.request.logprobs));
   }
   sampling_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const ScheduledChunk& c = chunks[ci];
-    Entry& e = *entries_[static_cast<size_t>(c.seq->id)];
+    Entry& e = *entries[ci];
     c.seq->computed = c.start + c.len;
     const auto [row0, n_rows] = chunk_rows[ci];
     if (e.request.keep_logits && n_rows > 0) {
@@ -144,6 +205,7 @@ bool Engine::step() {
                       e.request.stop_tokens.end();
     if (stop || static_cast<int64_t>(e.result.output.size()) >= e.request.max_new_tokens) {
       e.result.finished = true;
+      e.result.finish_reason = stop ? FinishReason::stop_token : FinishReason::length;
       scheduler_.finish(c.seq);
     }
   }
@@ -160,14 +222,11 @@ void Engine::run(const std::function<void()>& after_step) {
   }
 }
 
-const RequestResult& Engine::result(int64_t id) const {
-  SY_CHECK(id >= 0 && id < static_cast<int64_t>(entries_.size()), "no request with id {}", id);
-  return entries_[static_cast<size_t>(id)]->result;
-}
+const RequestResult& Engine::result(int64_t id) const { return entry(id).result; }
 
 void Engine::check_integrity() const {
   std::vector<std::vector<const std::vector<int32_t>*>> tables(blocks_.size());
-  for (const auto& e : entries_) {
+  for (const auto& [id, e] : entries_) {
     const int32_t dp = e->seq.dp;
     SY_CHECK(dp >= 0 && dp < static_cast<int32_t>(blocks_.size()), "sequence {} is on dp rank {}, outside [0, {})",
              e->seq.id, dp, blocks_.size());

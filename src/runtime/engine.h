@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "model/model.h"
@@ -30,12 +32,31 @@ struct Request {
   std::vector<int32_t> stop_tokens;
   // Keep the logits of every prompt position and every generated step ([positions, vocab]).
   bool keep_logits = false;
+  // -1: none; k in [0, kMaxLogprobs]: record each sampled token's logprob and the k most likely tokens'.
+  int32_t logprobs = -1;
 };
+
+enum class FinishReason {
+  none,        // still running
+  stop_token,  // sampled one of the request's stop tokens (EOS, stop_token_ids)
+  length,      // reached max_new_tokens
+  abort,       // aborted: client gone, server stopping, or a stop string found by the caller
+};
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort" (none: "")
 
 struct RequestResult {
   std::vector<int32_t> output;  // generated tokens
   std::vector<float> logits;    // [prompt_len + steps, vocab] when keep_logits, row i predicts token i + 1
+  std::vector<TokenLogprobs> logprobs;  // one per output token when the request asked (logprobs >= 0)
   bool finished = false;
+  FinishReason finish_reason = FinishReason::none;
+};
+
+// KV block usage summed over every dp rank's pool.
+struct KvUsage {
+  int64_t used_blocks = 0;
+  int64_t total_blocks = 0;
+  int64_t block_size = 0;
 };
 
 class Engine {
@@ -43,8 +64,18 @@ class Engine {
   Engine(Model& model, Backend& backend, const EngineConfig& config);
   ~Engine();
 
-  // Validates and queues a request; returns its id (index into results()).
+  // Throws sy::Error saying what is wrong when the engine would refuse `request` (empty prompt, ids outside
+  // the vocabulary, prompt + max_new_tokens beyond the context or the KV cache of a dp rank, bad sampling
+  // parameters). Reads only the model's description: safe from any thread.
+  void validate(const Request& request) const;
+  // Validates and queues a request; returns its id. Ids are unique and increasing over the engine's life.
   int64_t add(Request request);
+  // Finishes a waiting or running request now (its KV blocks are freed) with FinishReason::abort.
+  // Returns false, doing nothing, when it had already finished. Precondition: `id` is not released.
+  bool abort(int64_t id);
+  // Forgets a finished request (result(id) is then an error), so that a long-running engine holds only
+  // the requests still in flight. Precondition: result(id).finished.
+  void release(int64_t id);
   // Runs one forward pass. Returns false when there was nothing to run.
   bool step();
   // Steps until every request has finished, calling `after_step` (when set) after each forward pass:
@@ -57,17 +88,22 @@ class Engine {
   // Host time spent choosing next tokens, summed over all steps.
   double sampling_ms() const { return sampling_ms_; }
   const Scheduler& scheduler() const { return scheduler_; }
+  KvUsage kv_usage() const;
+  // Requests added and not released (finished ones included until released).
+  int64_t held_requests() const { return static_cast<int64_t>(entries_.size()); }
   // Checks the KV block accounting of every dp rank's pool (every block owned exactly once, by a
   // sequence of that dp rank or the free list).
   void check_integrity() const;
 
  private:
   struct Entry;
+  Entry& entry(int64_t id) const;
   Model& model_;
   std::vector<BlockManager> blocks_;  // per dp rank; the scheduler points into it, so never resized
   KvPool pool_;                       // this rank's: the blocks of its dp rank
   Scheduler scheduler_;
-  std::vector<std::unique_ptr<Entry>> entries_;
+  std::unordered_map<int64_t, std::unique_ptr<Entry>> entries_;  // by id, until released
+  int64_t next_id_ = 0;
   Backend& backend_;
   // fp32 [rows, vocab]: the logits of a step, in the backend's host memory (page-locked on a GPU, so
   // the copy from the device needs no staging); sized for one row per sequence of a full batch, grown

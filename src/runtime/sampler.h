@@ -1,9 +1,10 @@
-// Next-token sampling: greedy, or temperature → top-k → top-p (the order transformers applies them),
-// drawn from a per-request seeded generator.
+// Next-token sampling: greedy, or temperature → top-k → top-p → min-p (the order transformers applies
+// them), drawn from a per-request seeded generator; and the log-probabilities a request may ask for.
 #pragma once
 
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace sy {
@@ -12,6 +13,8 @@ struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy (argmax, lowest id on ties)
   int64_t top_k = 0;         // 0: off
   float top_p = 1.0f;        // 1: off
+  // 0: off. Drops tokens whose probability (after temperature) is below min_p times the top token's.
+  float min_p = 0.0f;
   uint64_t seed = 0;
 };
 
@@ -28,5 +31,18 @@ class Sampler {
 
 // Throws sy::Error describing the bad value (negative temperature, top_p outside (0, 1], ...).
 void validate(const SamplingParams& params);
+
+// The most likely tokens a request may ask for with each sampled token (OpenAI's top_logprobs limit).
+inline constexpr int32_t kMaxLogprobs = 20;
+
+// Log-softmax over the raw logits (before temperature and filtering) at one sampled position.
+struct TokenLogprobs {
+  float logprob = 0.0f;                        // of the sampled token
+  std::vector<std::pair<int32_t, float>> top;  // the k most likely, highest first, lower id on ties
+};
+
+// The logprob of `token` and of the `k` most likely tokens (0 <= k <= min(kMaxLogprobs, vocab)) under
+// log_softmax(logits), summed in double.
+TokenLogprobs token_logprobs(const float* logits, int64_t vocab, int32_t token, int32_t k);
 
 }  // namespace sy

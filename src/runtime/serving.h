@@ -16,14 +16,6 @@ namespace sy {
 
 class Communicator;
 
-enum class FinishReason {
-  none,        // still running
-  stop_token,  // sampled one of the request's stop tokens (EOS, stop_token_ids)
-  length,      // reached max_new_tokens
-  abort,       // aborted: client gone, server stopping, or a stop string found by the caller
-};
-const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort" (none: "")
-
 struct ServeRequest {
   std::vector<int32_t> prompt;
   int64_t max_new_tokens = 16;
@@ -44,7 +36,10 @@ struct TokenEvent {
   int64_t output_tokens = 0;  // so far, this token included
 };
 
-// Called on the loop's thread: keep it short (post to the connection's executor and return).
+// Called on the loop's thread: keep it short (post to the connection's executor and return). A request's
+// sink gets one event per sampled token, in order; exactly one event has finish != none and it is the last:
+// the last token's when the request ends by a stop token or its length, an event without a token when it
+// is aborted. A sink that throws gets no more tokens; its request is aborted (and it hears that, once).
 using TokenSink = std::function<void(const TokenEvent&)>;
 
 struct ServingStats {

@@ -80,5 +80,52 @@ TEST_F(EngineTest, StopTokenEndsTheRequest) {
   EXPECT_LE(out.size(), 3u);
 }
 
+TEST_F(EngineTest, FinishReasonsAbortAndRelease) {
+  const auto first = run({kPrompts[0]}, {.block_size = 4, .kv_blocks = 32})[0];
+  Engine engine(*model_, *backend_, {.block_size = 4, .kv_blocks = 32});
+  const int64_t by_length = engine.add({.prompt = kPrompts[0], .max_new_tokens = 12});
+  const int64_t by_stop = engine.add({.prompt = kPrompts[0], .max_new_tokens = 12, .stop_tokens = {first[1]}});
+  const int64_t aborted = engine.add({.prompt = kPrompts[2], .max_new_tokens = 12});
+  const int64_t never_ran = engine.add({.prompt = kPrompts[1], .max_new_tokens = 12});
+  EXPECT_TRUE(engine.abort(never_ran));  // still waiting
+  engine.step();
+  engine.step();
+  EXPECT_GT(engine.kv_usage().used_blocks, 0);
+  EXPECT_TRUE(engine.abort(aborted));  // running
+  EXPECT_FALSE(engine.abort(aborted));
+  engine.check_integrity();
+  engine.run();
+  EXPECT_EQ(engine.result(by_length).finish_reason, FinishReason::length);
+  EXPECT_EQ(engine.result(by_length).output, first);
+  EXPECT_EQ(engine.result(by_stop).finish_reason, FinishReason::stop_token);
+  EXPECT_EQ(engine.result(aborted).finish_reason, FinishReason::abort);
+  EXPECT_TRUE(engine.result(never_ran).output.empty());
+  EXPECT_EQ(engine.kv_usage().used_blocks, 0);
+  EXPECT_EQ(engine.kv_usage().total_blocks, 32);
+
+  EXPECT_EQ(engine.held_requests(), 4);
+  for (int64_t id : {by_length, by_stop, aborted, never_ran}) engine.release(id);
+  EXPECT_EQ(engine.held_requests(), 0);
+  EXPECT_THROW(engine.result(by_length), Error);
+  EXPECT_THROW(engine.abort(by_length), Error);
+  // Ids stay unique and increasing after releases; a running request cannot be released.
+  const int64_t next = engine.add({.prompt = {1}, .max_new_tokens = 2});
+  EXPECT_GT(next, never_ran);
+  EXPECT_THROW(engine.release(next), Error);
+  engine.run();
+  engine.release(next);
+  engine.check_integrity();
+}
+
+TEST_F(EngineTest, RequestsBeyondTheKvCacheAreRefused) {
+  Engine engine(*model_, *backend_, {.block_size = 4, .kv_blocks = 4});
+  EXPECT_THROW(engine.add({.prompt = {1, 2, 3, 4, 5, 6, 7, 8}, .max_new_tokens = 9}), Error);  // 17 > 16 slots
+  EXPECT_THROW(engine.add({.prompt = {1}, .logprobs = kMaxLogprobs + 1}), Error);
+  const int64_t id = engine.add({.prompt = {1, 2, 3, 4, 5, 6, 7, 8}, .max_new_tokens = 8, .logprobs = 2});
+  engine.run();
+  EXPECT_EQ(engine.result(id).output.size(), 8u);
+  EXPECT_EQ(engine.result(id).logprobs.size(), 8u);
+}
+
 }  // namespace
 }  // namespace sy

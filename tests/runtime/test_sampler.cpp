@@ -1,5 +1,5 @@
 // Sampler: greedy is argmax (lowest id on ties); sampling frequencies follow softmax(logits / T);
-// top-k and top-p restrict the support as defined; seeds reproduce.
+// top-k, top-p and min-p restrict the support as defined; seeds reproduce; logprobs are log-softmax.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -46,6 +46,46 @@ TEST(Sampler, TopKAndTopPRestrictTheSupport) {
   }
 }
 
+// min_p after temperature: with T = 2 the logits log(16), log(9), log(4), log(1) give probabilities
+// 4, 3, 2, 1 (/10); min_p 0.4 keeps those >= 0.4 · 0.4 = 0.16, i.e. 4, 3, 2 renormalised to 4/9, 3/9, 2/9.
+TEST(Sampler, MinPDropsTokensBelowAFractionOfTheTopProbability) {
+  const float logits[] = {std::log(16.0f), std::log(9.0f), std::log(4.0f), std::log(1.0f)};
+  Sampler s({.temperature = 2.0f, .min_p = 0.4f, .seed = 5});
+  std::map<int32_t, int> counts;
+  const int n = 60000;
+  for (int i = 0; i < n; ++i) ++counts[s.sample(logits, 4)];
+  const double want[] = {4.0 / 9, 3.0 / 9, 2.0 / 9, 0.0};
+  for (int t = 0; t < 4; ++t) {
+    const double sd = std::sqrt(want[t] * (1 - want[t]) / n);
+    EXPECT_NEAR(counts[t] / double(n), want[t], 5 * sd + 1e-12) << "token " << t;
+  }
+  // min_p 1 keeps only the top token; min_p 0 changes nothing.
+  Sampler only_top({.temperature = 2.0f, .min_p = 1.0f, .seed = 5});
+  for (int i = 0; i < 500; ++i) EXPECT_EQ(only_top.sample(logits, 4), 0);
+  Sampler off({.temperature = 2.0f, .seed = 5}), zero({.temperature = 2.0f, .min_p = 0.0f, .seed = 5});
+  for (int i = 0; i < 500; ++i) EXPECT_EQ(off.sample(logits, 4), zero.sample(logits, 4));
+}
+
+// Hand-computed log-softmax of {1, 3, 3, 0, 2}: log Z = log(e + 2e^3 + 1 + e^2).
+TEST(Sampler, TokenLogprobsAreLogSoftmaxOfTheRawLogits) {
+  const float logits[] = {1.0f, 3.0f, 3.0f, 0.0f, 2.0f};
+  const double log_z = std::log(std::exp(1.0) + 2 * std::exp(3.0) + 1.0 + std::exp(2.0));
+  const TokenLogprobs lp = token_logprobs(logits, 5, 4, 3);
+  EXPECT_NEAR(lp.logprob, 2.0 - log_z, 1e-6);
+  ASSERT_EQ(lp.top.size(), 3u);
+  // Highest first, the lower id first on the tie.
+  EXPECT_EQ(lp.top[0].first, 1);
+  EXPECT_EQ(lp.top[1].first, 2);
+  EXPECT_EQ(lp.top[2].first, 4);
+  EXPECT_NEAR(lp.top[0].second, 3.0 - log_z, 1e-6);
+  EXPECT_NEAR(lp.top[2].second, 2.0 - log_z, 1e-6);
+  EXPECT_TRUE(token_logprobs(logits, 5, 0, 0).top.empty());
+  EXPECT_EQ(token_logprobs(logits, 5, 0, 5).top.back().first, 3);
+  EXPECT_THROW(token_logprobs(logits, 5, 5, 1), Error);
+  EXPECT_THROW(token_logprobs(logits, 5, 0, 6), Error);
+  EXPECT_THROW(token_logprobs(logits, 5, 0, kMaxLogprobs + 1), Error);
+}
+
 TEST(Sampler, SameSeedSameTokens) {
   const float logits[] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f};
   Sampler a({.temperature = 1.0f, .seed = 42}), b({.temperature = 1.0f, .seed = 42});
@@ -57,6 +97,8 @@ TEST(Sampler, RejectsBadParameters) {
   EXPECT_THROW(Sampler({.top_k = -2}), Error);
   EXPECT_THROW(Sampler({.top_p = 0.0f}), Error);
   EXPECT_THROW(Sampler({.top_p = 1.5f}), Error);
+  EXPECT_THROW(Sampler({.min_p = -0.1f}), Error);
+  EXPECT_THROW(Sampler({.min_p = 1.01f}), Error);
 }
 
 }  // namespace
