@@ -381,6 +381,28 @@ std::vector<AddedToken> read_added_tokens(const json& list, std::string_view whe
   return out;
 }
 
+// `tokenizers` re-adds the file's added tokens rather than trusting their ids: a token takes the id its
+// content already has (an earlier added token, else the model vocabulary), or else the next id after the
+// model's vocabulary; for a repeated content the later entry's flags win. Consistent files keep their ids.
+void assign_added_ids(std::vector<AddedToken>& tokens, const Vocab& vocab) {
+  std::unordered_map<std::string, size_t> index;  // content → position in `out`
+  std::vector<AddedToken> out;
+  auto next_id = static_cast<int32_t>(vocab.size());
+  for (AddedToken& t : tokens) {
+    if (t.content.empty()) continue;
+    if (const auto it = index.find(t.content); it != index.end()) {
+      t.id = out[it->second].id;
+      out[it->second] = std::move(t);
+      continue;
+    }
+    const int32_t id = vocab.find(t.content);
+    t.id = id >= 0 ? id : next_id++;
+    index.emplace(t.content, out.size());
+    out.push_back(std::move(t));
+  }
+  tokens = std::move(out);
+}
+
 // transformers 4.x's LlamaTokenizerFast (and its relatives) replaces the post-processor with one built
 // from tokenizer_config.json's add_bos_token / add_eos_token (defaults true / false).
 void apply_config_bos_eos(Tokenizer::Impl& impl, const json& config, std::string_view where) {
@@ -446,7 +468,9 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_json(const fs::path& file, const
   impl->has_decoder = !decoder.is_null();
   read_decoder(decoder, where + " decoder", impl->decoder);
   read_post_processor(member("post_processor"), where + " post_processor", impl->prefix_ids, impl->suffix_ids);
-  impl->finish_added_tokens(read_added_tokens(member("added_tokens"), where));
+  std::vector<AddedToken> added = read_added_tokens(member("added_tokens"), where);
+  assign_added_ids(added, std::get<BpeModel>(impl->model).vocab());
+  impl->finish_added_tokens(std::move(added));
   for (const int32_t id : impl->prefix_ids) {
     SY_CHECK(id >= 0 && id < impl->vocab_size, "{}: post_processor adds id {} outside the vocabulary", where, id);
   }

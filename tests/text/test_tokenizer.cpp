@@ -40,8 +40,8 @@ class TempDir {
   fs::path path_;
 };
 
-// Vocabulary a, b, c, ab, bc, abc with merges a+b (rank 0), b+c (rank 1), ab+c (rank 2); words are split
-// on whitespace (removed).
+// Vocabulary a, b, c, ab, bc, abc (ids 0..10 with <unk>, d, e, <s>, </s>) with merges a+b (rank 0), b+c (rank 1), ab+c
+// (rank 2); words are split on whitespace (removed).
 json tiny_tokenizer() {
   return json{
       {"version", "1.0"},
@@ -67,6 +67,7 @@ json tiny_tokenizer() {
           {"bc", 5},
           {"abc", 6},
           {"d", 7},
+          {"e", 8},
           {"<s>", 9},
           {"</s>", 10}}},
         {"merges", json::array({"a b", "b c", "ab c"})}}}};
@@ -166,6 +167,19 @@ TEST(Tokenizer, AddedTokenRules) {
   EXPECT_EQ(tok.encode("a<r>  b"), (Ids{1, 14, 2}));  // rstrip the ones after
   EXPECT_EQ(tok.encode("a cab b"), (Ids{1, 13, 2}));  // a single word
   EXPECT_EQ(tok.encode("acab"), (Ids{1, 3, 4}));      // inside a word: not the added token
+}
+
+// As `tokenizers` re-adds them: an added token whose content is in the vocabulary takes that id, a new one
+// the next id after the vocabulary's, whatever the file says.
+TEST(Tokenizer, AddedTokenIdsAsTokenizersAssignsThem) {
+  TempDir dir;
+  json t = tiny_tokenizer();
+  t["added_tokens"] = json::array({json{{"id", 50}, {"content", "bc"}, {"special", true}, {"normalized", false}},
+                                   json{{"id", 60}, {"content", "<new>"}, {"special", false}, {"normalized", false}}});
+  const Tokenizer tok = load_json(dir, t);
+  EXPECT_EQ(tok.encode("abc<new>"), (Ids{1, 5, 11}));
+  EXPECT_EQ(tok.vocab_size(), 12);
+  EXPECT_TRUE(tok.is_special(5));
 }
 
 TEST(Tokenizer, NormalizerAndMetaspace) {
@@ -268,14 +282,14 @@ TEST(Tokenizer, LoadErrorsNameTheFile) {
   expect_load_error(dir.path(), {"tokenizer.json", "merge 3", "\"zz\"", "not in model.vocab"});
 
   t = tiny_tokenizer();
-  t["model"]["vocab"]["e"] = 3;
+  t["model"]["vocab"]["f"] = 3;
   dir.write("tokenizer.json", t.dump());
   expect_load_error(dir.path(), {"tokenizer.json", "id 3", "unique"});
 
   t = tiny_tokenizer();
-  t["model"]["vocab"]["e"] = int64_t(1) << 40;
+  t["model"]["vocab"]["f"] = int64_t(1) << 40;
   dir.write("tokenizer.json", t.dump());
-  expect_load_error(dir.path(), {"tokenizer.json", "model.vocab[\"e\"]", "integer id in [0,"});
+  expect_load_error(dir.path(), {"tokenizer.json", "model.vocab[\"f\"]", "integer id in [0,"});
 
   t = tiny_tokenizer();
   t["normalizer"] = {{"type", "BertNormalizer"}};
