@@ -156,7 +156,13 @@ std::string to_lowercase(std::string_view s) {
       ++i;
       continue;
     }
-    append_utf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(next_code_point(s, i)))));
+    const char32_t c = next_code_point(s, i);
+    if (c == 0x130) {
+      // İ is the one character whose unconditional lower case (Rust's char::to_lowercase) is two: i + U+0307.
+      out.append("i\xCC\x87");
+      continue;
+    }
+    append_utf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
   }
   return out;
 }
