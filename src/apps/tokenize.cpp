@@ -40,6 +40,10 @@ int run_tokenize(const TokenizeOptions& o) {
   const TextModel model = load_text_model(o.model);
   if (!o.decode.empty()) {
     const std::vector<int32_t> ids = parse_token_ids(o.decode, "--decode");
+    for (int32_t id : ids) {
+      SY_CHECK(id < model.tokenizer.vocab_size(), "--decode: token id {} is outside the tokenizer's vocabulary [0, {})",
+               id, model.tokenizer.vocab_size());
+    }
     const std::string text = model.tokenizer.decode(ids, o.skip_special_tokens);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);

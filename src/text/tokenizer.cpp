@@ -155,8 +155,9 @@ std::string Tokenizer::Impl::decode_raw(std::span<const int32_t> ids, bool skip_
   std::string bytes;  // tiktoken: the raw bytes of the tokens
   tokens.reserve(ids.size());
   for (const int32_t id : ids) {
-    SY_CHECK(id >= 0 && id < vocab_size, "decode: token id {} is outside the vocabulary [0, {}) of {}", id, vocab_size,
-             origin);
+    // An id the tokenizer has no token for (a model's padded vocabulary rows) decodes to nothing, as
+    // `tokenizers` drops it.
+    if (id < 0 || id >= vocab_size) continue;
     if (const auto it = added_by_id.find(id); it != added_by_id.end()) {
       const AddedToken& t = added[it->second];
       if (skip_special_tokens && t.special) continue;
@@ -242,9 +243,8 @@ IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool skip_spe
 // at neighbouring tokens (Metaspace's first token, ByteLevel's multi-token characters) stay exact.
 std::string IncrementalDecoder::push(int32_t id) {
   const Tokenizer::Impl& m = *tokenizer_->impl_;
-  // Checked before the id joins the window, so that a bad id leaves the stream usable.
-  SY_CHECK(id >= 0 && id < m.vocab_size, "incremental decode: token id {} is outside the vocabulary [0, {}) of {}", id,
-           m.vocab_size, m.origin);
+  // An id without a token adds no text (decode drops it) and does not join the window.
+  if (id < 0 || id >= m.vocab_size) return {};
   if (prefix_.empty() && !ids_.empty()) {
     std::string new_prefix = m.decode_raw(ids_, skip_special_tokens_);
     if (!ends_with_replacement(new_prefix)) {

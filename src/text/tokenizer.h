@@ -30,7 +30,8 @@ class Tokenizer {
   // model; with `add_special_tokens`, the post-processor's BOS/EOS). Invalid UTF-8 in `text` is first
   // replaced as Python's bytes.decode("utf-8", "replace") does (one U+FFFD per maximal invalid subpart).
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
-  // Ids → text as `tokenizers` decodes it. Throws sy::Error for an id outside [0, vocab_size()).
+  // Ids → text as `tokenizers` decodes it; an id the tokenizer has no token for (outside [0, vocab_size()),
+  // such as the padded rows of a model's vocabulary) decodes to nothing, as in `tokenizers`.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 
   // One past the highest id, added tokens included.
