@@ -22,6 +22,8 @@ CommandMain add_generate_command(CLI::App& app, Launch& launch);
 CommandMain add_plan_command(CLI::App& app);
 CommandMain add_inspect_command(CLI::App& app);
 CommandMain add_tokenize_command(CLI::App& app);
+// serve: the OpenAI-compatible HTTP server (one rank for now).
+CommandMain add_serve_command(CLI::App& app, Launch& launch);
 // The subcommands of `bench` (`bench_cmd`): latency runs as one rank or as the ranks of a layout, comm as the
 // ranks of a launch, each started by itself or by mpirun as generate is.
 CommandMain add_bench_latency_command(CLI::App& bench_cmd, Launch& launch);

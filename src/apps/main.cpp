@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   const sy::CommandMain plan = sy::add_plan_command(app);
   const sy::CommandMain inspect = sy::add_inspect_command(app);
   const sy::CommandMain tokenize = sy::add_tokenize_command(app);
+  const sy::CommandMain serve = sy::add_serve_command(app, launch);
   CLI::App* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
   const sy::CommandMain bench_latency = sy::add_bench_latency_command(*bench, launch);
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("plan")) return plan();
     if (app.got_subcommand("inspect")) return inspect();
     if (app.got_subcommand("tokenize")) return tokenize();
+    if (app.got_subcommand("serve")) return serve();
     if (bench->got_subcommand("latency")) return bench_latency();
     if (bench->got_subcommand("comm")) return bench_comm();
     if (bench->got_subcommand("tokenize")) return bench_tokenize();
