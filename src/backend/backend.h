@@ -187,10 +187,22 @@ inline constexpr int kPhaseCount = 8;
 const char* phase_name(Phase p);
 using PhaseTimes = std::array<double, kPhaseCount>;  // milliseconds per phase
 
+// Memory of the device a backend allocates from, in bytes.
+struct MemoryInfo {
+  size_t free_bytes = 0;   // allocatable now
+  size_t total_bytes = 0;
+};
+
+// The host's memory from /proc/meminfo: MemAvailable (free) and MemTotal. Throws sy::Error when unreadable.
+MemoryInfo host_memory_info();
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
+  // Free and total memory of the device now (CPU: host_memory_info(); CUDA: cudaMemGetInfo), for sizing
+  // the KV cache from what is left after weights and workspace.
+  virtual MemoryInfo memory_info() const = 0;
   virtual DType weight_dtype() const = 0;
   virtual DType kv_dtype() const = 0;
   virtual std::unique_ptr<DeviceBuffer> alloc(size_t bytes) = 0;

@@ -2,6 +2,7 @@
 #include "runtime/kv_cache.h"
 
 #include <algorithm>
+#include <string>
 
 #include "base/check.h"
 
@@ -59,6 +60,56 @@ void BlockManager::check_integrity(const std::vector<const std::vector<int32_t>*
   }
 }
 
+size_t kv_bytes_per_token(const KvGeometry& g, DType kv_dtype) {
+  const auto per_layer = static_cast<size_t>(g.kv_heads * g.head_dim + g.kv_heads * g.v_head_dim + g.index_head_dim);
+  return static_cast<size_t>(g.n_layers) * per_layer * dtype_size(kv_dtype);
+}
+
+namespace {
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(size_t(1) << 30)); }
+
+}  // namespace
+
+KvSizing size_kv_pool(const KvSizingRequest& r) {
+  SY_CHECK(r.block_size >= 1, "the KV block size must be at least 1 token, got {}", r.block_size);
+  SY_CHECK(r.max_model_len >= 1, "max_model_len must be at least 1, got {}", r.max_model_len);
+  SY_CHECK(r.max_running_requests >= 0, "max_running_requests must be >= 0 (0: no cap), got {}",
+           r.max_running_requests);
+  SY_CHECK(r.kv_memory_fraction > 0.0 && r.kv_memory_fraction <= 1.0,
+           "kv_memory_fraction must be in (0, 1], got {}", r.kv_memory_fraction);
+  KvSizing out;
+  out.bytes_per_block = kv_bytes_per_token(r.geometry, r.kv_dtype) * static_cast<size_t>(r.block_size);
+  const int64_t blocks_per_sequence = (r.max_model_len + r.block_size - 1) / r.block_size;
+  const int64_t cap = r.max_running_requests > 0 ? r.max_running_requests * blocks_per_sequence : 0;
+  const auto budget = static_cast<double>(r.free_bytes) * r.kv_memory_fraction;
+  if (out.bytes_per_block == 0) {
+    // No KV on this rank (no attention layers in its stage): blocks are bookkeeping only.
+    SY_CHECK(cap > 0, "this rank holds no KV cache, so memory does not bound the pool: give max_running_requests");
+    out.blocks = cap;
+    out.capped = true;
+  } else {
+    const auto fit = static_cast<int64_t>(budget / static_cast<double>(out.bytes_per_block));
+    SY_CHECK(fit >= blocks_per_sequence,
+             "the KV cache does not hold one sequence of max_model_len {}: it needs {} blocks of {} tokens ({}), but "
+             "kv_memory_fraction {} of the {} left after weights and workspace is {}, {} blocks ({} tokens). {}raise "
+             "--kv-memory-fraction, or spread the weights over more ranks (--tp, --pp, --ep)",
+             r.max_model_len, blocks_per_sequence, r.block_size,
+             gib(static_cast<double>(blocks_per_sequence) * static_cast<double>(out.bytes_per_block)),
+             r.kv_memory_fraction, gib(static_cast<double>(r.free_bytes)), gib(budget), fit, fit * r.block_size,
+             fit > 0 ? fmt::format("Lower --max-model-len to at most {}, ", fit * r.block_size) : std::string("To fit, "));
+    out.blocks = fit;
+    if (cap > 0 && cap < fit) {
+      out.blocks = cap;
+      out.capped = true;
+    }
+  }
+  out.capacity_tokens = out.blocks * r.block_size;
+  out.bytes = static_cast<size_t>(out.blocks) * out.bytes_per_block;
+  return out;
+}
+
+// Its bytes() equals n_blocks * block_size * kv_bytes_per_token(g, backend.kv_dtype()).
 KvPool::KvPool(Backend& backend, const KvGeometry& g, int64_t n_blocks, int64_t block_size) {
   const int64_t slots = n_blocks * block_size;
   view_.block_size = block_size;

@@ -1,5 +1,5 @@
-// Paged KV cache: the block allocator and per-sequence block tables (pure CPU logic), and the device
-// pool that holds every layer's K and V blocks.
+// Paged KV cache: the block allocator and per-sequence block tables (pure CPU logic), the device pool
+// that holds every layer's K and V blocks, and the pool's size for a server from the memory left.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +38,34 @@ class BlockManager {
   std::vector<int32_t> free_;  // stack of free block ids
   std::vector<bool> in_use_;
 };
+
+// Bytes one token's KV takes on this rank, over every layer of `geometry` (K, V and the indexer's key).
+size_t kv_bytes_per_token(const KvGeometry& geometry, DType kv_dtype);
+
+struct KvSizingRequest {
+  KvGeometry geometry;                // this rank's (ModelInfo::kv)
+  DType kv_dtype = DType::bf16;       // Backend::kv_dtype()
+  int64_t block_size = 16;
+  size_t free_bytes = 0;              // device memory left after weights and workspace
+  double kv_memory_fraction = 0.9;    // the share of free_bytes the KV cache takes, in (0, 1]
+  int64_t max_model_len = 0;          // the longest sequence served (prompt + output), >= 1
+  // Sequences one pool serves at once (under attention dp: per dp rank); the pool gets no more blocks
+  // than they can fill at max_model_len. 0: no cap.
+  int64_t max_running_requests = 0;
+};
+
+struct KvSizing {
+  int64_t blocks = 0;           // of one dp rank's pool (EngineConfig::kv_blocks)
+  int64_t capacity_tokens = 0;  // blocks * block_size
+  size_t bytes = 0;             // device memory the pool takes
+  size_t bytes_per_block = 0;
+  bool capped = false;          // limited by max_running_requests rather than by memory
+};
+
+// Blocks of the KV pool: what kv_memory_fraction of free_bytes holds, capped by max_running_requests
+// sequences of max_model_len. Throws sy::Error with the figures and what to change when not even one
+// sequence of max_model_len fits.
+KvSizing size_kv_pool(const KvSizingRequest& request);
 
 // Device memory for all layers' K/V blocks.
 class KvPool {

@@ -55,8 +55,9 @@ struct ServingStats {
 
 class ServingLoop {
  public:
-  // `engine` is stepped only by run(). `world` (may be null: one rank) is the world of a multi-rank
-  // layout; rank 0 takes requests, the other ranks follow.
+  // `engine` is stepped only by run() and holds no requests yet (the loop owns every one, so that every
+  // rank's engine ids agree). `world` (may be null: one rank) is the world of a multi-rank layout; rank 0
+  // takes requests, the other ranks follow.
   ServingLoop(Engine& engine, Communicator* world);
   ~ServingLoop();
 
@@ -70,7 +71,10 @@ class ServingLoop {
   ServingStats stats() const;
 
   // Steps the engine until stop() (on rank 0) is called and, after it, until every request has ended
-  // or `drain_seconds` passed (then the rest are aborted). Sleeps while idle. Runs on one thread.
+  // or `drain_seconds` passed (then the rest are aborted). Sleeps while idle. Runs on one thread; under
+  // MPI that must be the thread that initialised it (FUNNELED: the forward's collectives and the
+  // boundary broadcasts are MPI calls), so the HTTP server runs on other threads. An error in a step is
+  // logged, every request gets its final abort event, and run() rethrows it.
   void run();
   // Thread-safe: stop taking requests (submit then throws) and let run() drain and return.
   void stop(double drain_seconds);

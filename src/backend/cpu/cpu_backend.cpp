@@ -2,9 +2,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "base/check.h"
 #include "backend/grouped_moe.h"
 
 namespace sy {
@@ -45,6 +48,7 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(bool emulate_bf16) : bf16_(emulate_bf16) {}
   Device device() const override { return Device::cpu; }
+  MemoryInfo memory_info() const override { return host_memory_info(); }
   DType weight_dtype() const override { return DType::f32; }
   DType kv_dtype() const override { return DType::f32; }
   std::unique_ptr<DeviceBuffer> alloc(size_t bytes) override { return std::make_unique<HostDeviceBuffer>(bytes); }
@@ -208,6 +212,22 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
+
+MemoryInfo host_memory_info() {
+  std::ifstream in("/proc/meminfo");
+  SY_CHECK(in.good(), "cannot read /proc/meminfo for the host's free and total memory");
+  int64_t available_kb = -1, total_kb = -1;
+  std::string key, unit;
+  int64_t value = 0;
+  while (in >> key >> value) {
+    std::getline(in, unit);  // " kB"
+    if (key == "MemAvailable:") available_kb = value;
+    if (key == "MemTotal:") total_kb = value;
+  }
+  SY_CHECK(available_kb >= 0 && total_kb > 0, "/proc/meminfo lacks MemAvailable or MemTotal (got {} and {} kB)",
+           available_kb, total_kb);
+  return {.free_bytes = static_cast<size_t>(available_kb) * 1024, .total_bytes = static_cast<size_t>(total_kb) * 1024};
+}
 
 std::unique_ptr<Backend> make_cpu_backend(bool emulate_bf16) { return std::make_unique<CpuBackend>(emulate_bf16); }
 

@@ -60,7 +60,7 @@ class CudaHostBuffer final : public DeviceBuffer {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) {
+  explicit CudaBackend(int device) : device_(device) {
     int count = 0;
     check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
     SY_CHECK(device >= 0 && device < count, "CUDA device {} does not exist; this machine has {} GPU(s)", device, count);
@@ -81,6 +81,13 @@ class CudaBackend final : public Backend {
   }
 
   Device device() const override { return Device::cuda; }
+  // cudaMemGetInfo reports the calling thread's current device, so this backend's is made current first.
+  MemoryInfo memory_info() const override {
+    MemoryInfo m;
+    check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+    check_cuda(cudaMemGetInfo(&m.free_bytes, &m.total_bytes), "cudaMemGetInfo");
+    return m;
+  }
   DType weight_dtype() const override { return DType::bf16; }
   DType kv_dtype() const override { return DType::bf16; }
   std::unique_ptr<DeviceBuffer> alloc(size_t bytes) override { return std::make_unique<CudaBuffer>(bytes); }
@@ -367,6 +374,7 @@ class CudaBackend final : public Backend {
   // the split attention's partials.
   enum ScratchSlot : int { kXBf16 = 0, kMoeAct, kMoeY, kSplitM, kSplitL, kSplitAcc, kMoeRoute, kMoeXBf16, kMoeActBf16 };
 
+  int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<CudaBuffer> cublas_workspace_;
