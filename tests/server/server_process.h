@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <regex>
@@ -228,6 +229,80 @@ inline HttpResponse post(int port, const std::string& path, const std::string& b
 inline HttpResponse get(int port, const std::string& path, const std::string& headers = "") {
   return round_trip(port, http_request("GET", path, "", headers));
 }
+
+// Many requests at once over their own connections, read by one poll() loop (no thread per client).
+class Clients {
+ public:
+  Clients(int port, const std::vector<std::string>& requests) : conns_(requests.size()) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      conns_[i].fd = connect_to(port);
+      if (conns_[i].fd < 0 || !send_all(conns_[i].fd, requests[i])) conns_[i].closed = true;
+    }
+  }
+  ~Clients() {
+    for (auto& c : conns_) {
+      if (c.fd >= 0) close(c.fd);
+    }
+  }
+  Clients(const Clients&) = delete;
+  Clients& operator=(const Clients&) = delete;
+
+  size_t size() const { return conns_.size(); }
+  const std::string& received(size_t i) const { return conns_[i].in; }
+  // The whole response, once it has arrived.
+  std::optional<HttpResponse> response(size_t i) const { return parse_response(conns_[i].in, conns_[i].closed); }
+  bool finished(size_t i) const { return conns_[i].closed || response(i).has_value(); }
+  bool all_finished() const {
+    for (size_t i = 0; i < size(); ++i) {
+      if (!finished(i)) return false;
+    }
+    return true;
+  }
+  // Closes connection i, as a client that goes away.
+  void drop(size_t i) {
+    close(conns_[i].fd);
+    conns_[i].fd = -1;
+    conns_[i].closed = true;
+  }
+  // Reads what arrives until `done()` holds (true) or `timeout` seconds pass (false).
+  bool pump(const std::function<bool()>& done, double timeout) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+    std::vector<pollfd> fds;
+    std::vector<size_t> index;
+    char buf[65536];
+    while (!done()) {
+      if (std::chrono::steady_clock::now() >= end) return false;
+      fds.clear();
+      index.clear();
+      for (size_t i = 0; i < conns_.size(); ++i) {
+        if (conns_[i].closed) continue;
+        fds.push_back({conns_[i].fd, POLLIN, 0});
+        index.push_back(i);
+      }
+      if (fds.empty()) return done();
+      if (poll(fds.data(), fds.size(), 50) <= 0) continue;
+      for (size_t k = 0; k < fds.size(); ++k) {
+        if (fds[k].revents == 0) continue;
+        Conn& c = conns_[index[k]];
+        const ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+        if (n <= 0) {
+          c.closed = true;
+        } else {
+          c.in.append(buf, static_cast<size_t>(n));
+        }
+      }
+    }
+    return true;
+  }
+
+ private:
+  struct Conn {
+    int fd = -1;
+    std::string in;
+    bool closed = false;
+  };
+  std::vector<Conn> conns_;
+};
 
 // The `data:` payloads of an event stream, in order.
 inline std::vector<std::string> sse_events(const std::string& body) {
