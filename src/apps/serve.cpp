@@ -1,12 +1,12 @@
-// `switchyard serve`: load a model, size its KV cache from the memory left, and serve the OpenAI API over
-// HTTP (src/server) until SIGINT or SIGTERM.
-#include <unistd.h>
-
+// `switchyard serve`: load a model (on one rank or every rank of a layout, started under mpirun as
+// generate is), size its KV cache from the memory left, and serve the OpenAI API over HTTP (src/server)
+// from rank 0 until SIGINT or SIGTERM.
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "apps/commands.h"
 #include "apps/launch.h"
@@ -14,6 +14,9 @@
 #include "base/check.h"
 #include "base/log.h"
 #include "io/model_config.h"
+#include "parallel/rank_groups.h"
+#include "planner/report.h"
+#include "runtime/kv_cache.h"
 #include "runtime/serving.h"
 #include "server/server.h"
 #include "text/generation_config.h"
@@ -50,72 +53,24 @@ std::string folder_name(const std::string& dir) {
   return p.filename().string();
 }
 
-// MemAvailable of /proc/meminfo in bytes (0 when it cannot be read).
-size_t host_available_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  size_t kib = 0;
-  std::string unit;
-  while (f >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib << 10;
-  }
-  return 0;
-}
-
-struct KvSizing {
-  int64_t blocks = 0;
-  int64_t tokens = 0;
-  size_t bytes = 0;
-  std::string basis;  // why this many
+// What every rank checks alike before any weight is read.
+struct ServeChecked {
+  GenerateLayout layout;
+  TextModel text;
+  std::vector<int32_t> eos;
+  int64_t max_model_len = 0;
 };
 
-// Enough blocks for --max-running-requests sequences of max_model_len tokens, capped by
-// --kv-memory-fraction of the memory left after the weights.
-KvSizing size_kv_cache(const ServeOptions& o, const Model& model, const Backend& backend, int64_t max_model_len) {
-  const KvGeometry& g = model.info().kv;
-  const size_t token_bytes = static_cast<size_t>(g.n_layers * (g.kv_heads * (g.head_dim + g.v_head_dim) + g.index_head_dim)) *
-                             dtype_size(backend.kv_dtype());
-  const int64_t wanted = o.max_running_requests * max_model_len;
-  int64_t tokens = wanted;
-  std::string basis = fmt::format("{} running requests x {} tokens", o.max_running_requests, max_model_len);
-  if (backend.device() == Device::cpu) {
-    const size_t available = host_available_bytes();
-    const auto budget = static_cast<int64_t>(static_cast<double>(available) * o.kv_memory_fraction /
-                                             static_cast<double>(std::max<size_t>(token_bytes, 1)));
-    if (available > 0 && budget < tokens) {
-      tokens = budget;
-      basis = fmt::format("{:.0f}% of {:.1f} GiB of host memory available", o.kv_memory_fraction * 100,
-                          static_cast<double>(available) / (1 << 30));
-    }
-  }
-  SY_CHECK(tokens >= max_model_len,
-           "the KV cache holds {} tokens ({}), less than one sequence of --max-model-len {}; lower --max-model-len "
-           "or raise --kv-memory-fraction",
-           tokens, basis, max_model_len);
-  KvSizing s;
-  s.blocks = (tokens + o.block_size - 1) / o.block_size;
-  s.tokens = s.blocks * o.block_size;
-  s.bytes = static_cast<size_t>(s.tokens) * token_bytes;
-  s.basis = std::move(basis);
-  return s;
-}
-
-int run_serve(const ServeOptions& o, Launch& launch) {
-  SY_CHECK(!launch.under_mpirun(), "serve runs as one process for now; start it without mpirun");
-  const GenerateLayout layout = check_generate_layout(o.layout, {.model_dir = o.model,
-                                                                 .random_weights = o.random_weights,
-                                                                 .max_layers = o.layers,
-                                                                 .max_batch_tokens = o.max_batch_tokens,
-                                                                 .kv_tokens = 0});
-  const int world = layout.check.sizes.world_size();
-  SY_CHECK(world <= 1,
-           "the layout {} runs {} ranks, but serve runs on one rank for now (serving across ranks is the next step); "
-           "drop the layout flags",
-           layout.check.request.flags(), world);
-
+ServeChecked check_serve(const ServeOptions& o, int launched_ranks) {
+  GenerateLayout layout = check_generate_layout(o.layout, {.model_dir = o.model,
+                                              .random_weights = o.random_weights,
+                                              .max_layers = o.layers,
+                                              .max_batch_tokens = o.max_batch_tokens,
+                                              .kv_tokens = 0,
+                                              .launched_ranks = launched_ranks});
   const std::string tokenizer_dir = o.tokenizer.empty() ? o.model : o.tokenizer;
-  const TextModel text = load_text_model(tokenizer_dir);
-  const std::vector<int32_t> eos = text::load_eos_token_ids(o.model, tokenizer_dir, &text.tokenizer);
+  TextModel text = load_text_model(tokenizer_dir);
+  std::vector<int32_t> eos = text::load_eos_token_ids(o.model, tokenizer_dir, &text.tokenizer);
   const ConfigJson config = ConfigJson::load(o.model);
   const int64_t context = config.get_int("max_position_embeddings", 0, 0);
   SY_CHECK(context > 0 || o.max_model_len > 0,
@@ -123,37 +78,90 @@ int run_serve(const ServeOptions& o, Launch& launch) {
   SY_CHECK(context == 0 || o.max_model_len <= context,
            "--max-model-len {} is beyond the model's context of {} (max_position_embeddings in {})", o.max_model_len,
            context, config.source());
-  const int64_t max_model_len = o.max_model_len > 0 ? o.max_model_len : context;
+  return ServeChecked{.layout = std::move(layout),
+                      .text = std::move(text),
+                      .eos = std::move(eos),
+                      .max_model_len = o.max_model_len > 0 ? o.max_model_len : context};
+}
 
-  auto backend = make_backend(o.device);
+// Loads this rank's part of the model, sizes the KV pool (the smallest any rank can hold, so that every
+// rank's engine is alike) and serves: rank 0 runs HTTP, the other ranks follow its loop.
+int serve(const ServeOptions& o, const ServeChecked& c, Communicator* world, const ParallelGroups* groups,
+          const std::string& device) {
+  const int rank = world != nullptr ? world->rank() : 0;
+  auto backend = make_backend(device);
   auto model = load_model(
-      {.dir = o.model, .random_weights = o.random_weights, .seed = o.seed, .max_layers = o.layers}, *backend);
-  const KvSizing kv = size_kv_cache(o, *model, *backend, max_model_len);
+      {.dir = o.model, .random_weights = o.random_weights, .seed = o.seed, .max_layers = o.layers, .parallel = groups},
+      *backend);
+  KvSizing kv = size_kv_pool({.geometry = model->info().kv,
+                              .kv_dtype = backend->kv_dtype(),
+                              .block_size = o.block_size,
+                              .free_bytes = backend->memory_info().free_bytes,
+                              .kv_memory_fraction = o.kv_memory_fraction,
+                              .max_model_len = c.max_model_len,
+                              .max_running_requests = o.max_running_requests});
+  if (world != nullptr && world->size() > 1) {
+    std::vector<int64_t> blocks(static_cast<size_t>(world->size()));
+    world->all_gather(&kv.blocks, blocks.data(), 1, DType::i64);
+    kv.blocks = *std::min_element(blocks.begin(), blocks.end());
+    kv.capacity_tokens = kv.blocks * o.block_size;
+    kv.bytes = static_cast<size_t>(kv.blocks) * kv.bytes_per_block;
+  }
   Engine engine(*model, *backend,
                 {.block_size = o.block_size,
                  .kv_blocks = kv.blocks,
                  .scheduler = {.max_batch_tokens = o.max_batch_tokens, .max_seqs = o.max_running_requests}});
-  ServingLoop loop(engine, nullptr);
+  ServingLoop loop(engine, world);
+  if (rank != 0) {
+    // Rank 0 ends every rank's loop after its drain; a signal that mpirun forwards must not end this one first.
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGTERM, SIG_IGN);
+    loop.run();
+    return 0;
+  }
 
   const std::string name = o.served_model_name.empty() ? folder_name(o.model) : o.served_model_name;
-  log_info("model    {} ({}, {} layers, {:.1f} MiB of weights) on {}", name, model->info().architecture,
-           model->info().n_layers, static_cast<double>(model->info().weight_bytes) / (1 << 20), o.device);
-  log_info("layout   one rank");
-  log_info("KV cache {} tokens ({} blocks of {}, {:.1f} MiB; {}); max model len {}", kv.tokens, kv.blocks,
-           o.block_size, static_cast<double>(kv.bytes) / (1 << 20), kv.basis, max_model_len);
+  const ModelInfo& info = model->info();
+  log_info("model    {} ({}, {} layers, {:.1f} MiB of weights on rank 0) on {}", name, info.architecture,
+           info.n_layers, static_cast<double>(info.weight_bytes) / (1 << 20), device);
+  log_info("layout   {}", c.layout.check.sizes.world_size() > 1 ? describe_sizes(c.layout.check.sizes) : "one rank");
+  log_info("KV cache {} tokens ({} blocks of {}, {:.1f} MiB on rank 0, {}); max model len {}", kv.capacity_tokens,
+           kv.blocks, o.block_size, static_cast<double>(kv.bytes) / (1 << 20),
+           kv.capped ? fmt::format("{} running requests x {} tokens", o.max_running_requests, c.max_model_len)
+                     : fmt::format("{:.0f}% of the memory left", o.kv_memory_fraction * 100),
+           c.max_model_len);
   log_info("batch    at most {} tokens and {} sequences per step", o.max_batch_tokens, o.max_running_requests);
 
   server::ServeConfig sc;
   sc.http = {.host = o.host, .port = o.port, .read_timeout_seconds = o.read_timeout};
   sc.settings = {.model_name = name,
                  .model_root = o.model,
-                 .max_model_len = max_model_len,
-                 .vocab_size = model->info().vocab_size,
-                 .eos_token_ids = eos,
+                 .max_model_len = c.max_model_len,
+                 .vocab_size = info.vocab_size,
+                 .eos_token_ids = c.eos,
                  .api_key = o.api_key,
                  .max_queued_requests = o.max_queued_requests};
   sc.drain_seconds = o.drain_timeout;
-  return server::run_server(sc, loop, text.tokenizer, text.chat_template ? &*text.chat_template : nullptr);
+  return server::run_server(sc, loop, c.text.tokenizer, c.text.chat_template ? &*c.text.chat_template : nullptr);
+}
+
+// One rank of an mpirun launch, as generate runs one.
+int run_serve_rank(const ServeOptions& o, Launch& launch) {
+  Communicator& world = launch.join_world();
+  std::optional<ServeChecked> checked;
+  if (!launch.check_on_every_rank([&] { checked = check_serve(o, world.size()); })) return 2;
+  const LayoutCheck& check = checked->layout.check;
+  const RankGroups rank = make_rank_groups(world, Mapping(check.sizes), check.request.pp_layers, o.device);
+  print_layout(world, check, checked->layout.placed ? &*checked->layout.placed : nullptr);
+  return serve(o, *checked, &world, rank.groups.get(), rank.device);
+}
+
+int run_serve(const ServeOptions& o, Launch& launch) {
+  if (launch.under_mpirun()) return run_serve_rank(o, launch);
+  const ServeChecked checked = check_serve(o, 0);
+  const int world = checked.layout.check.sizes.world_size();
+  if (world > 1) launch.rerun_under_mpirun(world);
+  return serve(o, checked, nullptr, nullptr, o.device);
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
-// Threads and shutdown of the server: the io thread (this one), the loop's thread, the signals.
+// Threads and shutdown of the server: the loop on the calling thread, HTTP and signals on the io thread.
 #include "server/server.h"
 
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <thread>
 
@@ -22,18 +24,6 @@ int run_server(const ServeConfig& config, ServingLoop& loop, const text::Tokeniz
                     .started = static_cast<int64_t>(std::time(nullptr))};
   HttpServer http(config.http, make_router(ctx));
 
-  bool engine_failed = false;
-  std::thread engine([&] {
-    try {
-      loop.run();
-    } catch (const std::exception& e) {
-      log_line(LogLevel::error, fmt::format("the engine failed: {}; stopping the server", e.what()));
-      engine_failed = true;
-      ctx.stopping = true;
-    }
-    http.shutdown();
-  });
-
   int signals_seen = 0;
   boost::asio::signal_set signals(http.io(), SIGINT, SIGTERM);
   std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& ec,
@@ -47,17 +37,27 @@ int run_server(const ServeConfig& config, ServingLoop& loop, const text::Tokeniz
       http.stop_accepting();
       loop.stop(config.drain_seconds);
     } else {
-      log_info("{} again: aborting in-flight requests", strsignal(signo));
-      loop.stop(0.0);
+      log_info("{} again: exiting now", strsignal(signo));
+      std::_Exit(1);
     }
     signals.async_wait(on_signal);
   };
   signals.async_wait(on_signal);
 
   log_info("listening on http://{}:{} (model '{}')", config.http.host, http.port(), config.settings.model_name);
-  // run() ends once the loop has ended (http.shutdown()) and every connection is closed.
-  http.run();
-  engine.join();
+  // The loop runs on this thread (under MPI, the one that initialised it); HTTP on its own. io.run() ends
+  // once http.shutdown() has closed every connection.
+  std::thread io([&] { http.run(); });
+  bool engine_failed = false;
+  try {
+    loop.run();
+  } catch (const std::exception& e) {
+    log_line(LogLevel::error, fmt::format("the engine failed: {}; stopping the server", e.what()));
+    engine_failed = true;
+    ctx.stopping = true;
+  }
+  http.shutdown();
+  io.join();
   log_info("server stopped");
   return engine_failed ? 1 : 0;
 }

@@ -1,5 +1,5 @@
 // `switchyard serve` below the command line: the HTTP server on one io thread and the serving loop on
-// its own, wired together, until SIGINT or SIGTERM drains them.
+// the calling thread, wired together, until SIGINT or SIGTERM drains them.
 #pragma once
 
 #include "server/http_server.h"
@@ -15,7 +15,8 @@ struct ServeConfig {
 
 // Serves until SIGINT or SIGTERM: then stops accepting, lets in-flight requests finish within
 // drain_seconds (the rest end with finish_reason "abort"), closes every connection and returns 0 (1 when
-// the engine failed). Logs "listening on http://HOST:PORT" once bound. `loop` is run on a thread of its own.
+// the engine failed). Logs "listening on http://HOST:PORT" once bound. `loop` runs on the calling thread
+// (under MPI it must be the thread that initialised MPI).
 int run_server(const ServeConfig& config, ServingLoop& loop, const text::Tokenizer& tokenizer,
                const text::ChatTemplate* chat_template);
 
