@@ -63,11 +63,11 @@ struct ServeChecked {
 
 ServeChecked check_serve(const ServeOptions& o, int launched_ranks) {
   GenerateLayout layout = check_generate_layout(o.layout, {.model_dir = o.model,
-                                              .random_weights = o.random_weights,
-                                              .max_layers = o.layers,
-                                              .max_batch_tokens = o.max_batch_tokens,
-                                              .kv_tokens = 0,
-                                              .launched_ranks = launched_ranks});
+                                                           .random_weights = o.random_weights,
+                                                           .max_layers = o.layers,
+                                                           .max_batch_tokens = o.max_batch_tokens,
+                                                           .kv_tokens = 0,
+                                                           .launched_ranks = launched_ranks});
   const std::string tokenizer_dir = o.tokenizer.empty() ? o.model : o.tokenizer;
   TextModel text = load_text_model(tokenizer_dir);
   std::vector<int32_t> eos = text::load_eos_token_ids(o.model, tokenizer_dir, &text.tokenizer);
@@ -122,8 +122,8 @@ int serve(const ServeOptions& o, const ServeChecked& c, Communicator* world, con
 
   const std::string name = o.served_model_name.empty() ? folder_name(o.model) : o.served_model_name;
   const ModelInfo& info = model->info();
-  log_info("model    {} ({}, {} layers, {:.1f} MiB of weights on rank 0) on {}", name, info.architecture,
-           info.n_layers, static_cast<double>(info.weight_bytes) / (1 << 20), device);
+  log_info("model    {} ({}, {} layers, {:.1f} MiB of weights on rank 0) on {}", name, info.architecture, info.n_layers,
+           static_cast<double>(info.weight_bytes) / (1 << 20), device);
   log_info("layout   {}", c.layout.check.sizes.world_size() > 1 ? describe_sizes(c.layout.check.sizes) : "one rank");
   log_info("KV cache {} tokens ({} blocks of {}, {:.1f} MiB on rank 0, {}); max model len {}", kv.capacity_tokens,
            kv.blocks, o.block_size, static_cast<double>(kv.bytes) / (1 << 20),
@@ -187,7 +187,8 @@ CommandMain add_serve_command(CLI::App& app, Launch& launch) {
       ->check(CLI::Range(0.01, 1.0));
   add_layout_flags(cmd, o->layout);
   cmd->add_option("--host", o->host, "address to listen on");
-  cmd->add_option("--port", o->port, "port to listen on (0: a free one, printed at start)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--port", o->port, "port to listen on (0: a free one, printed at start)")
+      ->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' on /v1 requests");
   cmd->add_option("--served-model-name", o->served_model_name, "the model's name in the API (default: its folder's)");
   cmd->add_option("--max-queued-requests", o->max_queued_requests,

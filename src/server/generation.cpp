@@ -24,7 +24,7 @@ std::string random_id(ServerContext& ctx, const char* prefix) {
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
  public:
   GenerationJob(ServerContext& ctx, std::shared_ptr<HttpExchange> exchange, GenerationSpec spec)
-      : ctx_(ctx), exchange_(std::move(exchange)), spec_(std::move(spec)), arrival_(Clock::now()) {
+      : ctx_(ctx), exchange_(std::move(exchange)), spec_(std::move(spec)), arrival_(spec_.arrival) {
     const bool chat = spec_.kind == ApiKind::chat;
     header_ = {.id = random_id(ctx_, chat ? "chatcmpl-" : "cmpl-"),
                .created = static_cast<int64_t>(std::time(nullptr)),
@@ -96,9 +96,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     int64_t prompt_tokens;
     int64_t engine_id = -1;
     bool done = false;
-    std::string text;                   // non-streamed: the whole text
+    std::string text;                    // non-streamed: the whole text
     std::vector<TokenLogprob> logprobs;  // non-streamed: every token's
-    int64_t text_offset = 0;            // completions' logprobs.text_offset of the next token
+    int64_t text_offset = 0;             // completions' logprobs.text_offset of the next token
     std::string finish_reason;
     json stop_reason;
     std::optional<Clock::time_point> first_token, last_token;
@@ -153,8 +153,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     Choice& c = choices_[i];
     const auto index = static_cast<int64_t>(i);
     if (spec_.kind == ApiKind::completion) {
-      const json logprobs = spec_.sampling.logprobs >= 0 ? completion_logprobs(ctx_.tokenizer, d.logprobs, c.text_offset)
-                                                         : json(nullptr);
+      const json logprobs =
+          spec_.sampling.logprobs >= 0 ? completion_logprobs(ctx_.tokenizer, d.logprobs, c.text_offset) : json(nullptr);
       exchange_->send_event(sse(completion_chunk(header_, index, d.text, logprobs, d.finish_reason, d.stop_reason)));
     } else {
       const json logprobs = spec_.sampling.logprobs >= 0
@@ -215,9 +215,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
                     .output_tokens = c.stream.output_tokens(),
                     .finish_reason = c.finish_reason};
     ctx_.metrics.record(t);
-    log_info("request {}{}: {} prompt tokens, {} output tokens, finish {}, ttft {:.3f} s, total {:.3f} s",
-             header_.id, choices_.size() > 1 ? fmt::format("/{}", i) : "", t.prompt_tokens, t.output_tokens,
-             t.finish_reason, std::max(t.first_token_seconds, 0.0), t.e2e_seconds);
+    log_info("request {}{}: {} prompt tokens, {} output tokens, finish {}, ttft {:.3f} s, total {:.3f} s", header_.id,
+             choices_.size() > 1 ? fmt::format("/{}", i) : "", t.prompt_tokens, t.output_tokens, t.finish_reason,
+             std::max(t.first_token_seconds, 0.0), t.e2e_seconds);
   }
 
   ServerContext& ctx_;

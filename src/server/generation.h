@@ -3,6 +3,7 @@
 // every choice has finished, metrics and the request log line.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -18,8 +19,9 @@ enum class ApiKind { completion, chat };
 struct GenerationSpec {
   ApiKind kind = ApiKind::completion;
   SamplingFields sampling;
-  std::vector<std::vector<int32_t>> prompts;  // each is run `sampling.n` times
-  std::vector<int64_t> max_new_tokens;        // per prompt, after the context check
+  std::vector<std::vector<int32_t>> prompts;      // each is run `sampling.n` times
+  std::vector<int64_t> max_new_tokens;            // per prompt, after the context check
+  std::chrono::steady_clock::time_point arrival;  // when the request arrived: latencies count from here
 };
 
 // Submits the request's choices and answers through `exchange` as they finish. Throws ApiError (before

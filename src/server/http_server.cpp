@@ -3,6 +3,8 @@
 // client going away, then read the next request or close.
 #include "server/http_server.h"
 
+#include <sys/resource.h>
+
 #include <array>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -77,7 +79,8 @@ struct HttpServer::Impl {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, HttpServer::Impl& server) : socket_(std::move(socket)), timer_(server.io), server_(server) {}
+  Session(tcp::socket socket, HttpServer::Impl& server)
+      : socket_(std::move(socket)), timer_(server.io), server_(server) {}
   ~Session() {
     if (!closed_) server_.session_closed(this);
   }
@@ -209,10 +212,9 @@ class Session : public std::enable_shared_from_this<Session> {
       return refuse(408, "the request did not arrive whole within the read timeout", "RequestTimeoutError");
     }
     if (ec == http::error::body_limit) {
-      return refuse(413,
-                    fmt::format("the request body is larger than the server's limit of {} bytes",
-                                server_.config.body_limit),
-                    "RequestEntityTooLargeError");
+      return refuse(
+          413, fmt::format("the request body is larger than the server's limit of {} bytes", server_.config.body_limit),
+          "RequestEntityTooLargeError");
     }
     if (ec == http::error::header_limit) {
       return refuse(431, "the request header is too large", "RequestHeaderFieldsTooLargeError");
@@ -243,6 +245,7 @@ class Session : public std::enable_shared_from_this<Session> {
     r.path = std::string(target.substr(0, target.find('?')));
     r.authorization = std::string(sv(req[http::field::authorization]));
     r.body = std::move(req.body());
+    r.received = std::chrono::steady_clock::now();
     watch();
     server_.handler(std::move(r), std::make_shared<HttpExchange>(shared_from_this()));
   }
@@ -391,6 +394,11 @@ void HttpServer::Impl::accept() {
 }
 
 HttpServer::HttpServer(const HttpServerConfig& config, HttpHandler handler) : impl_(std::make_unique<Impl>()) {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
   impl_->config = config;
   impl_->handler = std::move(handler);
   error_code ec;

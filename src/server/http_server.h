@@ -4,6 +4,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,7 +17,8 @@ struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string path;    // the target without its query string
   std::string body;
-  std::string authorization;  // the Authorization header, "" when absent
+  std::string authorization;                       // the Authorization header, "" when absent
+  std::chrono::steady_clock::time_point received;  // when the whole request had arrived
 };
 
 class Session;
@@ -56,7 +58,8 @@ struct HttpServerConfig {
 
 class HttpServer {
  public:
-  // Binds and listens (throws sy::Error naming the address when it cannot). `handler` runs on the io thread.
+  // Binds and listens (throws sy::Error naming the address when it cannot), with the soft limit of open
+  // files raised to the hard one so that thousands of connections fit. `handler` runs on the io thread.
   HttpServer(const HttpServerConfig& config, HttpHandler handler);
   ~HttpServer();
   int port() const;

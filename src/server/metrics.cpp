@@ -68,14 +68,15 @@ std::vector<double> buckets_1_2_5(int64_t max) {
 
 Metrics::Metrics(std::string model_name, int64_t max_model_len)
     : labels_(fmt::format("model_name=\"{}\"", escape_label(model_name))),
-      ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
-             80.0, 160.0, 640.0, 2560.0}),
-      tpot_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
+      ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+             1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
+      tpot_(
+          {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
       itl_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
-      e2e_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
-            960.0, 1920.0, 7680.0}),
-      queue_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
-              960.0, 1920.0, 7680.0}),
+      e2e_({0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+            30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}),
+      queue_({0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+              30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}),
       prompt_tokens_(buckets_1_2_5(max_model_len)),
       generation_tokens_(buckets_1_2_5(max_model_len)) {}
 
@@ -120,8 +121,8 @@ std::string Metrics::render(const ServingStats& s) const {
   {
     const std::string n = "switchyard:request_success_total";
     header(out, n, "counter", "Count of successfully processed requests.");
-    for (const auto& [reason, count] : {std::pair{"stop", success_stop_}, std::pair{"length", success_length_},
-                                        std::pair{"abort", success_abort_}}) {
+    for (const auto& [reason, count] :
+         {std::pair{"stop", success_stop_}, std::pair{"length", success_length_}, std::pair{"abort", success_abort_}}) {
       sample(out, n, fmt::format("{},finished_reason=\"{}\"", labels_, reason), static_cast<double>(count));
     }
   }

@@ -18,16 +18,25 @@ namespace {
 
 const char* type_name(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a number";
-    case json::value_t::binary: return "binary";
-    case json::value_t::discarded: return "invalid";
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    case json::value_t::binary:
+      return "binary";
+    case json::value_t::discarded:
+      return "invalid";
   }
   return "invalid";
 }
@@ -162,14 +171,16 @@ SamplingFields parse_sampling(const json& body, bool chat) {
     if (top && !logprobs) bad_field("top_logprobs", "needs 'logprobs' set to true");
     if (logprobs) s.logprobs = static_cast<int32_t>(top.value_or(0));
   } else {
-    if (const json* v = field(body, "logprobs"); v != nullptr && v->is_boolean()) wrong_type("logprobs", "an integer", *v);
+    if (const json* v = field(body, "logprobs"); v != nullptr && v->is_boolean())
+      wrong_type("logprobs", "an integer", *v);
     if (const auto k = get_int(body, "logprobs", 0, 20)) s.logprobs = static_cast<int32_t>(*k);
   }
   return s;
 }
 
 void check_object(const json& body) {
-  if (!body.is_object()) throw ApiError(400, fmt::format("the request body must be a JSON object, got {}", type_name(body)));
+  if (!body.is_object())
+    throw ApiError(400, fmt::format("the request body must be a JSON object, got {}", type_name(body)));
 }
 
 // A message's content as the template sees it: a string; a list of text parts is joined with newlines as
@@ -248,13 +259,17 @@ CompletionRequest parse_completion_request(const json& body) {
     if (p->empty()) bad_field("prompt", "must not be empty");
     if ((*p)[0].is_string()) {
       for (const auto& e : *p) {
-        if (!e.is_string()) bad_field("prompt", "must be a string, a list of strings, a list of token ids or a list of lists of token ids");
+        if (!e.is_string())
+          bad_field("prompt",
+                    "must be a string, a list of strings, a list of token ids or a list of lists of token ids");
         r.prompt_texts.push_back(e.get<std::string>());
       }
     } else if ((*p)[0].is_array()) {
       r.prompts_are_ids = true;
       for (const auto& e : *p) {
-        if (!e.is_array()) bad_field("prompt", "must be a string, a list of strings, a list of token ids or a list of lists of token ids");
+        if (!e.is_array())
+          bad_field("prompt",
+                    "must be a string, a list of strings, a list of token ids or a list of lists of token ids");
         r.prompt_ids.push_back(token_ids(e, "prompt"));
       }
     } else {

@@ -27,7 +27,7 @@ class ApiError : public std::runtime_error {
 
 // The fields shared by completions and chat completions. Unset optionals take the server's defaults.
 struct SamplingFields {
-  std::string model;                 // "" when not given
+  std::string model;                  // "" when not given
   std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens
   float temperature = 1.0f;           // OpenAI's default
   float top_p = 1.0f;

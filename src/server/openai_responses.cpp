@@ -27,17 +27,28 @@ json nullable(const std::string& s) { return s.empty() ? json(nullptr) : json(s)
 
 const char* error_type(int status) {
   switch (status) {
-    case 400: return "BadRequestError";
-    case 401: return "AuthenticationError";
-    case 403: return "PermissionDeniedError";
-    case 404: return "NotFoundError";
-    case 405: return "MethodNotAllowedError";
-    case 408: return "RequestTimeoutError";
-    case 413: return "RequestEntityTooLargeError";
-    case 422: return "UnprocessableEntityError";
-    case 429: return "RateLimitError";
-    case 503: return "ServiceUnavailableError";
-    default: return status >= 500 ? "InternalServerError" : "BadRequestError";
+    case 400:
+      return "BadRequestError";
+    case 401:
+      return "AuthenticationError";
+    case 403:
+      return "PermissionDeniedError";
+    case 404:
+      return "NotFoundError";
+    case 405:
+      return "MethodNotAllowedError";
+    case 408:
+      return "RequestTimeoutError";
+    case 413:
+      return "RequestEntityTooLargeError";
+    case 422:
+      return "UnprocessableEntityError";
+    case 429:
+      return "RateLimitError";
+    case 503:
+      return "ServiceUnavailableError";
+    default:
+      return status >= 500 ? "InternalServerError" : "BadRequestError";
   }
 }
 
@@ -101,8 +112,8 @@ json completion_response(const ResponseHeader& h, const std::vector<FinishedChoi
                     {"finish_reason", nullable(c.finish_reason)},
                     {"stop_reason", c.stop_reason}});
   }
-  return {{"id", h.id},         {"object", "text_completion"}, {"created", h.created},
-          {"model", h.model},   {"choices", std::move(list)},  {"usage", usage}};
+  return {{"id", h.id},       {"object", "text_completion"}, {"created", h.created},
+          {"model", h.model}, {"choices", std::move(list)},  {"usage", usage}};
 }
 
 json chat_response(const ResponseHeader& h, const std::vector<FinishedChoice>& choices, const json& usage) {
@@ -147,13 +158,17 @@ json chat_chunk(const ResponseHeader& h, int64_t index, const json& delta, const
 }
 
 json usage_chunk(const ResponseHeader& h, const char* object, const json& usage) {
-  return {{"id", h.id},       {"object", object},          {"created", h.created},
+  return {{"id", h.id},       {"object", object},         {"created", h.created},
           {"model", h.model}, {"choices", json::array()}, {"usage", usage}};
 }
 
 json model_list(const std::string& name, const std::string& root, int64_t created, int64_t max_model_len) {
-  json model = {{"id", name},       {"object", "model"}, {"created", created},
-                {"owned_by", "switchyard"}, {"root", root},      {"parent", nullptr},
+  json model = {{"id", name},
+                {"object", "model"},
+                {"created", created},
+                {"owned_by", "switchyard"},
+                {"root", root},
+                {"parent", nullptr},
                 {"max_model_len", max_model_len}};
   return {{"object", "list"}, {"data", json::array({std::move(model)})}};
 }

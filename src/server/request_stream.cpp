@@ -91,9 +91,14 @@ std::optional<ChoiceDelta> ChoiceStream::on_event(const TokenEvent& event) {
         d.stop_reason = event.token;
       }
       break;
-    case FinishReason::length: d.finish_reason = "length"; break;
-    case FinishReason::abort: d.finish_reason = "abort"; break;
-    case FinishReason::none: break;
+    case FinishReason::length:
+      d.finish_reason = "length";
+      break;
+    case FinishReason::abort:
+      d.finish_reason = "abort";
+      break;
+    case FinishReason::none:
+      break;
   }
   return d;
 }

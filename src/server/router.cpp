@@ -24,17 +24,18 @@ void check_model(const ServerContext& ctx, const SamplingFields& s) {
 void check_vocabulary(const ServerContext& ctx, const std::vector<int32_t>& ids, const char* param) {
   for (int32_t t : ids) {
     if (t >= ctx.settings.vocab_size) {
-      throw ApiError(400, fmt::format("token id {} is outside the model's vocabulary of {} tokens", t,
-                                      ctx.settings.vocab_size),
-                     param);
+      throw ApiError(
+          400, fmt::format("token id {} is outside the model's vocabulary of {} tokens", t, ctx.settings.vocab_size),
+          param);
     }
   }
 }
 
 std::string render_chat(const ServerContext& ctx, const ChatRequest& r) {
   if (ctx.chat_template == nullptr) {
-    throw ApiError(400, "the model has no chat template (chat_template.jinja or tokenizer_config.json's "
-                        "chat_template); use /v1/completions");
+    throw ApiError(400,
+                   "the model has no chat template (chat_template.jinja or tokenizer_config.json's "
+                   "chat_template); use /v1/completions");
   }
   text::ChatInputs inputs{.messages = r.messages,
                           .tools = r.tools,
@@ -48,9 +49,9 @@ std::string render_chat(const ServerContext& ctx, const ChatRequest& r) {
 }
 
 // Prompt tokens, max_tokens checked against the context, and the generation started.
-void generate(ServerContext& ctx, std::shared_ptr<HttpExchange> ex, ApiKind kind, SamplingFields s,
-              std::vector<std::vector<int32_t>> prompts) {
-  GenerationSpec spec{.kind = kind, .sampling = std::move(s)};
+void generate(ServerContext& ctx, const HttpRequest& req, std::shared_ptr<HttpExchange> ex, ApiKind kind,
+              SamplingFields s, std::vector<std::vector<int32_t>> prompts) {
+  GenerationSpec spec{.kind = kind, .sampling = std::move(s), .arrival = req.received};
   for (auto& p : prompts) {
     if (p.empty()) throw ApiError(400, "the prompt encodes to no tokens; give some text", "prompt");
     spec.max_new_tokens.push_back(
@@ -66,7 +67,7 @@ void completions(ServerContext& ctx, const HttpRequest& req, std::shared_ptr<Htt
   std::vector<std::vector<int32_t>> prompts = std::move(r.prompt_ids);
   for (const auto& t : r.prompt_texts) prompts.push_back(ctx.tokenizer.encode(t, /*add_special_tokens=*/true));
   for (const auto& p : prompts) check_vocabulary(ctx, p, "prompt");
-  generate(ctx, std::move(ex), ApiKind::completion, std::move(r.sampling), std::move(prompts));
+  generate(ctx, req, std::move(ex), ApiKind::completion, std::move(r.sampling), std::move(prompts));
 }
 
 void chat_completions(ServerContext& ctx, const HttpRequest& req, std::shared_ptr<HttpExchange> ex) {
@@ -74,17 +75,15 @@ void chat_completions(ServerContext& ctx, const HttpRequest& req, std::shared_pt
   check_model(ctx, r.sampling);
   std::vector<int32_t> ids = ctx.tokenizer.encode(render_chat(ctx, r), /*add_special_tokens=*/false);
   check_vocabulary(ctx, ids, "messages");
-  generate(ctx, std::move(ex), ApiKind::chat, std::move(r.sampling), {std::move(ids)});
+  generate(ctx, req, std::move(ex), ApiKind::chat, std::move(r.sampling), {std::move(ids)});
 }
 
 void tokenize(ServerContext& ctx, const HttpRequest& req, HttpExchange& ex) {
   const TokenizeRequest r = parse_tokenize_request(parse_body(req.body));
   const std::string text = r.prompt ? *r.prompt : render_chat(ctx, r.chat);
   const std::vector<int32_t> ids = ctx.tokenizer.encode(text, r.add_special_tokens);
-  const json body = {{"count", ids.size()},
-                     {"max_model_len", ctx.settings.max_model_len},
-                     {"tokens", ids},
-                     {"token_strs", nullptr}};
+  const json body = {
+      {"count", ids.size()}, {"max_model_len", ctx.settings.max_model_len}, {"tokens", ids}, {"token_strs", nullptr}};
   ex.reply(200, dump(body));
 }
 
@@ -110,8 +109,8 @@ const std::array<Route, 7> kRoutes = {{
      }},
     {"/v1/models", "GET", true,
      [](ServerContext& c, const HttpRequest&, std::shared_ptr<HttpExchange> e) {
-       e->reply(200, dump(model_list(c.settings.model_name, c.settings.model_root, c.started,
-                                     c.settings.max_model_len)));
+       e->reply(200,
+                dump(model_list(c.settings.model_name, c.settings.model_root, c.started, c.settings.max_model_len)));
      }},
     {"/health", "GET", false,
      [](ServerContext& c, const HttpRequest&, std::shared_ptr<HttpExchange> e) {
@@ -151,9 +150,8 @@ void handle(ServerContext& ctx, const HttpRequest& req, std::shared_ptr<HttpExch
   }
   if (route->needs_key && !ctx.settings.api_key.empty() && req.authorization != "Bearer " + ctx.settings.api_key) {
     throw ApiError(401,
-                   req.authorization.empty()
-                       ? "no API key given; send it as the header 'Authorization: Bearer <key>'"
-                       : "Incorrect API key provided.",
+                   req.authorization.empty() ? "no API key given; send it as the header 'Authorization: Bearer <key>'"
+                                             : "Incorrect API key provided.",
                    "", "invalid_api_key");
   }
   route->handle(ctx, req, std::move(ex));

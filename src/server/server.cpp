@@ -27,7 +27,7 @@ int run_server(const ServeConfig& config, ServingLoop& loop, const text::Tokeniz
   int signals_seen = 0;
   boost::asio::signal_set signals(http.io(), SIGINT, SIGTERM);
   std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& ec,
-                                                                              int signo) {
+                                                                             int signo) {
     if (ec) return;
     ++signals_seen;
     if (signals_seen == 1) {

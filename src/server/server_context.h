@@ -31,8 +31,8 @@ struct ServerContext {
   ServingLoop& loop;
   Metrics& metrics;
   ServerSettings settings;
-  int64_t started = 0;                // unix seconds, the `created` of the model
-  std::atomic<bool> stopping{false};  // set once shutdown began: new requests get 503
+  int64_t started = 0;                          // unix seconds, the `created` of the model
+  std::atomic<bool> stopping{false};            // set once shutdown began: new requests get 503
   std::mt19937_64 rng{std::random_device{}()};  // request ids and seeds; used on the io thread only
 };
 

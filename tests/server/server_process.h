@@ -29,8 +29,9 @@ namespace sy::test {
 
 // The bundled model with a tokenizer: config.json only (random weights), Qwen3's tokenizer.
 inline std::string tiny_model_args() {
-  return std::string("--model ") + SY_SOURCE_DIR + "/tests/fixtures/text/qwen3_tiny_random --random-weights --tokenizer " +
-         SY_SOURCE_DIR + "/../shared/data/tokenizers/qwen3";
+  return std::string("--model ") + SY_SOURCE_DIR +
+         "/tests/fixtures/text/qwen3_tiny_random --random-weights --tokenizer " + SY_SOURCE_DIR +
+         "/../shared/data/tokenizers/qwen3";
 }
 
 class ServerProcess {
@@ -141,7 +142,7 @@ inline bool send_all(int fd, const std::string& data) {
 }
 
 struct HttpResponse {
-  int status = 0;  // 0: no response (connection closed or timed out first)
+  int status = 0;                              // 0: no response (connection closed or timed out first)
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;                            // de-chunked
 };

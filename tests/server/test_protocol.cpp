@@ -120,12 +120,12 @@ TEST(OpenAiProtocol, ChatRequest) {
   EXPECT_EQ(r.sampling.logprobs, 2);
   EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
   EXPECT_EQ(r.tools.size(), 1u);
-  for (const char* body : {R"({"messages": []})", R"({"messages": "hi"})", R"({"messages": [{"content": "x"}]})",
-                           R"({"messages": [{"role": "user", "content": 5}]})",
-                           R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
-                           R"({"messages": [{"role": "user"}], "top_logprobs": 2})",
-                           R"({"messages": [{"role": "user"}], "logprobs": 1})",
-                           R"({"messages": [{"role": "user"}], "chat_template_kwargs": []})", R"({})"}) {
+  for (const char* body :
+       {R"({"messages": []})", R"({"messages": "hi"})", R"({"messages": [{"content": "x"}]})",
+        R"({"messages": [{"role": "user", "content": 5}]})",
+        R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+        R"({"messages": [{"role": "user"}], "top_logprobs": 2})", R"({"messages": [{"role": "user"}], "logprobs": 1})",
+        R"({"messages": [{"role": "user"}], "chat_template_kwargs": []})", R"({})"}) {
     EXPECT_EQ(status_of([&] { parse_chat_request(json::parse(body)); }), 400) << body;
   }
 }
@@ -166,8 +166,8 @@ TEST(OpenAiResponses, ChunksAndUsage) {
   const json u = usage_chunk(h, "chat.completion.chunk", usage(3, 4));
   EXPECT_TRUE(u["choices"].empty());
   EXPECT_EQ(u["usage"]["total_tokens"], 7);
-  const json r = chat_response(h, {{.index = 0, .text = "t", .logprobs = nullptr, .finish_reason = "length"}},
-                               usage(1, 1));
+  const json r =
+      chat_response(h, {{.index = 0, .text = "t", .logprobs = nullptr, .finish_reason = "length"}}, usage(1, 1));
   EXPECT_EQ(r["object"], "chat.completion");
   EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
@@ -220,25 +220,28 @@ TEST(Metrics, PrometheusText) {
   const std::string text =
       m.render({.running = 2, .waiting = 1, .kv_usage = 0.25, .prompt_tokens_total = 7, .generation_tokens_total = 3});
   const std::string labels = R"(model_name="my \"model\"")";
-  for (const std::string& line : std::vector<std::string>{
-           "# TYPE switchyard:num_requests_running gauge", "switchyard:num_requests_running{" + labels + "} 2",
-        "switchyard:num_requests_waiting{" + labels + "} 1", "switchyard:kv_cache_usage_perc{" + labels + "} 0.25",
-        "# TYPE switchyard:prompt_tokens_total counter", "switchyard:generation_tokens_total{" + labels + "} 3",
-        "switchyard:request_success_total{" + labels + ",finished_reason=\"length\"} 1",
-        "switchyard:request_success_total{" + labels + ",finished_reason=\"stop\"} 0",
-        "# TYPE switchyard:time_to_first_token_seconds histogram",
-        "switchyard:time_to_first_token_seconds_bucket{" + labels + ",le=\"0.04\"} 0",
-        "switchyard:time_to_first_token_seconds_bucket{" + labels + ",le=\"0.06\"} 1",
-        "switchyard:time_to_first_token_seconds_bucket{" + labels + ",le=\"+Inf\"} 1",
-        "switchyard:time_to_first_token_seconds_count{" + labels + "} 1",
-        "switchyard:inter_token_latency_seconds_count{" + labels + "} 2",
-        "switchyard:inter_token_latency_seconds_sum{" + labels + "} 0.4",
-        "switchyard:time_per_output_token_seconds_sum{" + labels + "} 0.2",
-        "switchyard:request_prompt_tokens_bucket{" + labels + ",le=\"5\"} 0",
-        "switchyard:request_prompt_tokens_bucket{" + labels + ",le=\"10\"} 1",
-        "switchyard:request_generation_tokens_count{" + labels + "} 1",
-        "switchyard:e2e_request_latency_seconds_count{" + labels + "} 1",
-        "# TYPE switchyard:request_queue_time_seconds histogram"}) {
+  for (const std::string& line :
+       std::vector<std::string>{"# TYPE switchyard:num_requests_running gauge",
+                                "switchyard:num_requests_running{" + labels + "} 2",
+                                "switchyard:num_requests_waiting{" + labels + "} 1",
+                                "switchyard:kv_cache_usage_perc{" + labels + "} 0.25",
+                                "# TYPE switchyard:prompt_tokens_total counter",
+                                "switchyard:generation_tokens_total{" + labels + "} 3",
+                                "switchyard:request_success_total{" + labels + ",finished_reason=\"length\"} 1",
+                                "switchyard:request_success_total{" + labels + ",finished_reason=\"stop\"} 0",
+                                "# TYPE switchyard:time_to_first_token_seconds histogram",
+                                "switchyard:time_to_first_token_seconds_bucket{" + labels + ",le=\"0.04\"} 0",
+                                "switchyard:time_to_first_token_seconds_bucket{" + labels + ",le=\"0.06\"} 1",
+                                "switchyard:time_to_first_token_seconds_bucket{" + labels + ",le=\"+Inf\"} 1",
+                                "switchyard:time_to_first_token_seconds_count{" + labels + "} 1",
+                                "switchyard:inter_token_latency_seconds_count{" + labels + "} 2",
+                                "switchyard:inter_token_latency_seconds_sum{" + labels + "} 0.4",
+                                "switchyard:time_per_output_token_seconds_sum{" + labels + "} 0.2",
+                                "switchyard:request_prompt_tokens_bucket{" + labels + ",le=\"5\"} 0",
+                                "switchyard:request_prompt_tokens_bucket{" + labels + ",le=\"10\"} 1",
+                                "switchyard:request_generation_tokens_count{" + labels + "} 1",
+                                "switchyard:e2e_request_latency_seconds_count{" + labels + "} 1",
+                                "# TYPE switchyard:request_queue_time_seconds histogram"}) {
     EXPECT_NE(text.find(line + "\n"), std::string::npos) << line;
   }
   EXPECT_EQ(buckets_1_2_5(100), (std::vector<double>{1, 2, 5, 10, 20, 50, 100}));

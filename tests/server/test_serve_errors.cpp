@@ -38,8 +38,8 @@ std::vector<BadRequest> corpus() {
       {"no key", http_request("POST", "/v1/completions", R"({"prompt": "hi"})"), 401},
       {"wrong key", http_request("POST", "/v1/completions", R"({"prompt": "hi"})", "Authorization: Bearer nope\r\n"),
        401},
-      {"basic scheme", http_request("POST", "/v1/completions", R"({"prompt": "hi"})", "Authorization: Basic sk-test\r\n"),
-       401},
+      {"basic scheme",
+       http_request("POST", "/v1/completions", R"({"prompt": "hi"})", "Authorization: Basic sk-test\r\n"), 401},
       {"chat without key", http_request("POST", "/v1/chat/completions", R"({"messages": []})"), 401},
       {"models without key", http_request("GET", "/v1/models", ""), 401},
       {"tokenize without key", http_request("POST", "/tokenize", R"({"prompt": "a"})"), 401},
@@ -117,18 +117,20 @@ std::vector<BadRequest> corpus() {
        400},
       {"top_logprobs 50",
        chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 50})"), 400},
-      {"chat_template_kwargs list", chat(R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": []})"),
-       400},
+      {"chat_template_kwargs list",
+       chat(R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": []})"), 400},
       {"tools string", chat(R"({"messages": [{"role": "user", "content": "x"}], "tools": "f"})"), 400},
-      {"max_completion_tokens 0", chat(R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})"),
+      {"max_completion_tokens 0",
+       chat(R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})"), 400},
+      {"chat max_tokens too large", chat(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 250})"),
        400},
-      {"chat max_tokens too large", chat(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 250})"), 400},
       {"template fails: null system content",
        chat(R"({"messages": [{"role": "system", "content": null}, {"role": "user", "content": "hi"}],
                 "tools": [{"type": "function", "function": {"name": "f"}}]})"),
        400},
       {"template fails: tool_calls not a list",
-       chat(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "tool_calls": 5}]})"),
+       chat(
+           R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "tool_calls": 5}]})"),
        400},
       // Tokenizer routes.
       {"tokenize without prompt", http_request("POST", "/tokenize", "{}", kKey), 400},
@@ -174,7 +176,8 @@ TEST(ServeErrors, BadRequestCorpusThenAGoodRequest) {
     if (i % 2 == 1) send_all(fd, completion(R"({"prompt": "flood", "max_tokens": 4})").substr(0, 40 + i % 60));
     close(fd);
   }
-  const HttpResponse good = round_trip(server.port(), completion(R"({"prompt": "Hello", "max_tokens": 4, "temperature": 0})"));
+  const HttpResponse good =
+      round_trip(server.port(), completion(R"({"prompt": "Hello", "max_tokens": 4, "temperature": 0})"));
   ASSERT_EQ(good.status, 200) << good.body;
   const json j = json::parse(good.body);
   EXPECT_EQ(j["usage"]["completion_tokens"], 4);

@@ -16,12 +16,8 @@ namespace {
 using json = nlohmann::json;
 
 std::string stream_request(const std::string& prompt, int max_tokens) {
-  const json body = {{"prompt", prompt},
-                     {"max_tokens", max_tokens},
-                     {"ignore_eos", true},
-                     {"temperature", 0},
-                     {"stream", true},
-                     {"stream_options", {{"include_usage", true}}}};
+  const json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"ignore_eos", true},
+                     {"temperature", 0}, {"stream", true},           {"stream_options", {{"include_usage", true}}}};
   return http_request("POST", "/v1/completions", body.dump());
 }
 
@@ -54,7 +50,9 @@ StreamSummary summarize(const std::optional<HttpResponse>& r) {
   return s;
 }
 
-std::string fmt_prompt(int round, int i) { return "client " + std::to_string(i) + " of round " + std::to_string(round); }
+std::string fmt_prompt(int round, int i) {
+  return "client " + std::to_string(i) + " of round " + std::to_string(round);
+}
 
 json post_json(int port, const std::string& path, const json& body) {
   const HttpResponse r = post(port, path, body.dump());
@@ -88,8 +86,9 @@ TEST(ServeLoad, Concurrent256StreamsWithBoundedMemory) {
   EXPECT_GE(static_cast<double>(after), 0.90 * static_cast<double>(before));
   const std::string metrics = get(server.port(), "/metrics").body;
   EXPECT_EQ(metric(metrics, "switchyard:num_requests_running{"), 0.0);
-  EXPECT_EQ(metric(metrics, "switchyard:request_success_total{model_name=\"qwen3_tiny_random\",finished_reason=\"length\"}"),
-            2.0 * kClients);
+  EXPECT_EQ(
+      metric(metrics, "switchyard:request_success_total{model_name=\"qwen3_tiny_random\",finished_reason=\"length\"}"),
+      2.0 * kClients);
 }
 
 TEST(ServeLoad, ClientDisconnectFreesItsKvBlocks) {
@@ -112,8 +111,9 @@ TEST(ServeLoad, ClientDisconnectFreesItsKvBlocks) {
   }
   EXPECT_EQ(metric(metrics, "switchyard:num_requests_running{"), 0.0);
   EXPECT_EQ(metric(metrics, "switchyard:kv_cache_usage_perc{"), 0.0);
-  EXPECT_EQ(metric(metrics, "switchyard:request_success_total{model_name=\"qwen3_tiny_random\",finished_reason=\"abort\"}"),
-            1.0);
+  EXPECT_EQ(
+      metric(metrics, "switchyard:request_success_total{model_name=\"qwen3_tiny_random\",finished_reason=\"abort\"}"),
+      1.0);
   EXPECT_NE(server.log().find("finish abort"), std::string::npos);
 }
 
@@ -149,16 +149,16 @@ TEST(ServeLoad, GreedyTextEqualsGenerate) {
       run_switchyard("generate " + tiny_model_args() + " --prompt '" + prompt + "' --max-tokens 12", true);
   ASSERT_EQ(gen.code, 0) << gen.out;
   const std::string expected = gen.out.substr(0, gen.out.size() - 1);  // generate ends the text with a newline
-  const json c = post_json(server.port(), "/v1/completions",
-                           {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}});
+  const json c =
+      post_json(server.port(), "/v1/completions", {{"prompt", prompt}, {"max_tokens", 12}, {"temperature", 0}});
   EXPECT_EQ(c["choices"][0]["text"], expected);
 
-  const CommandResult chat = run_switchyard("generate " + tiny_model_args() + " --chat 'Hi there' --max-tokens 10", true);
+  const CommandResult chat =
+      run_switchyard("generate " + tiny_model_args() + " --chat 'Hi there' --max-tokens 10", true);
   ASSERT_EQ(chat.code, 0) << chat.out;
-  const json r = post_json(server.port(), "/v1/chat/completions",
-                           {{"messages", {{{"role", "user"}, {"content", "Hi there"}}}},
-                            {"max_tokens", 10},
-                            {"temperature", 0}});
+  const json r =
+      post_json(server.port(), "/v1/chat/completions",
+                {{"messages", {{{"role", "user"}, {"content", "Hi there"}}}}, {"max_tokens", 10}, {"temperature", 0}});
   EXPECT_EQ(r["choices"][0]["message"]["content"], chat.out.substr(0, chat.out.size() - 1));
 }
 
@@ -189,15 +189,16 @@ TEST(ServeApi, StopStringsNLogprobsAndTokenizerRoutes) {
   EXPECT_EQ(streamed.finish_reason, "stop");
 
   // n choices, each its own sequence; usage counts the prompt once.
-  const json n = post_json(port, "/v1/completions",
-                           {{"prompt", {"a b", "c d"}}, {"max_tokens", 3}, {"n", 2}, {"seed", 4}, {"ignore_eos", true}});
+  const json n =
+      post_json(port, "/v1/completions",
+                {{"prompt", {"a b", "c d"}}, {"max_tokens", 3}, {"n", 2}, {"seed", 4}, {"ignore_eos", true}});
   ASSERT_EQ(n["choices"].size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(n["choices"][i]["index"], i);
   EXPECT_EQ(n["usage"]["completion_tokens"], 12);
 
   // Completions logprobs: one entry per token, k alternatives, offsets into the text.
-  const json lp = post_json(port, "/v1/completions",
-                            {{"prompt", "x"}, {"max_tokens", 5}, {"logprobs", 2}, {"ignore_eos", true}});
+  const json lp =
+      post_json(port, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 5}, {"logprobs", 2}, {"ignore_eos", true}});
   const json& l = lp["choices"][0]["logprobs"];
   ASSERT_EQ(l["tokens"].size(), 5u);
   EXPECT_EQ(l["token_logprobs"].size(), 5u);
