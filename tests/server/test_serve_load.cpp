@@ -82,8 +82,12 @@ TEST(ServeLoad, Concurrent256StreamsWithBoundedMemory) {
   run_round(1);
   const long after = server.rss_kib();
   std::printf("server RSS before %ld KiB, after %ld KiB (256 streaming clients)\n", before, after);
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's quarantine holds freed memory on purpose (up to 256 MiB): the figures are only shown.
+#else
   EXPECT_LE(static_cast<double>(after), 1.10 * static_cast<double>(before));
   EXPECT_GE(static_cast<double>(after), 0.90 * static_cast<double>(before));
+#endif
   const std::string metrics = get(server.port(), "/metrics").body;
   EXPECT_EQ(metric(metrics, "switchyard:num_requests_running{"), 0.0);
   EXPECT_EQ(
