@@ -195,5 +195,18 @@ TEST(ServeErrors, PromptTooLongNamesBothNumbers) {
             "messages, 10 in the completion). Please reduce the length of the messages or completion.");
 }
 
+TEST(ServeErrors, FullQueueIs503) {
+  ServerProcess server(tiny_model_args() + " --max-running-requests 1 --max-queued-requests 1");
+  const std::string stream = http_request("POST", "/v1/completions",
+                                          R"({"prompt": "x", "max_tokens": 200, "ignore_eos": true, "stream": true})");
+  Clients running(server.port(), {stream});
+  ASSERT_TRUE(running.pump([&] { return !sse_events(running.received(0)).empty(); }, 60.0));
+  Clients waiting(server.port(), {stream});  // the one sequence slot is taken: this one waits
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const HttpResponse refused = post(server.port(), "/v1/completions", R"({"prompt": "y", "max_tokens": 2})");
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find("--max-queued-requests"), std::string::npos) << refused.body;
+}
+
 }  // namespace
 }  // namespace sy::test
