@@ -18,23 +18,79 @@ void validate(const SamplingParams& p) {
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) { validate(params); }
 
+namespace {
+
+// Candidate order: highest first, lower id first on ties, so the order (and the sample) is deterministic.
+bool higher(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+// Draws an index of `probs[0, n)` (unnormalised weights summing to `sum`).
+size_t draw(const std::vector<double>& probs, size_t n, double sum, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> uniform(0.0, sum);
+  const double u = uniform(rng);
+  double acc = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    acc += probs[i];
+    if (u < acc) return i;
+  }
+  return n - 1;
+}
+
+}  // namespace
+
 int32_t Sampler::sample(const float* logits, int64_t vocab) {
   if (params_.temperature == 0.0f) {
     return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
   }
-  scratch_.resize(static_cast<size_t>(vocab));
-  for (int64_t i = 0; i < vocab; ++i) {
-    scratch_[static_cast<size_t>(i)] = {logits[i] / params_.temperature, static_cast<int32_t>(i)};
+  // Scratch per thread, not per request: a server holds thousands of samplers, each would keep a
+  // vocabulary's worth (1.2 MB for Qwen3).
+  thread_local std::vector<std::pair<float, int32_t>> cand;
+  thread_local std::vector<double> probs;
+  const auto n_vocab = static_cast<size_t>(vocab);
+  cand.resize(n_vocab);
+  for (size_t i = 0; i < n_vocab; ++i) cand[i] = {logits[i] / params_.temperature, static_cast<int32_t>(i)};
+
+  if (params_.top_k == 0 && params_.top_p >= 1.0f) {
+    // Every token is a candidate: no order is needed, only min_p's threshold against the top token.
+    const float max_logit = std::max_element(cand.begin(), cand.end(), [](const auto& a, const auto& b) {
+                              return a.first < b.first;
+                            })->first;
+    probs.resize(n_vocab);
+    double sum = 0.0;
+    const double threshold = static_cast<double>(params_.min_p);  // the top token's weight is 1
+    for (size_t i = 0; i < n_vocab; ++i) {
+      const double w = std::exp(static_cast<double>(cand[i].first - max_logit));
+      sum += probs[i] = w >= threshold ? w : 0.0;
+    }
+    return cand[draw(probs, n_vocab, sum, rng_)].second;
   }
-  // Highest first, lower id first on ties, so the candidate order is deterministic.
-  std::sort(scratch_.begin(), scratch_.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
-  size_t keep = scratch_.size();
-  if (params_.top_k > 0) keep = std::min(keep, static_cast<size_t>(params_.top_k));
-  const float max_logit = scratch_[0].first;
-  std::vector<double> probs(keep);
+
+  // The candidates in order, as far as top-k and top-p can reach: top-k sorts k of them; top-p alone sorts a
+  // prefix of 1024 first and the whole vocabulary only when that prefix holds less than top_p of the mass.
+  size_t keep = n_vocab;
+  if (params_.top_k > 0) {
+    keep = std::min(n_vocab, static_cast<size_t>(params_.top_k));
+    std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(keep), cand.end(), higher);
+  } else {
+    const size_t prefix = std::min<size_t>(n_vocab, 1024);
+    std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(prefix), cand.end(), higher);
+    const float max_logit = cand[0].first;
+    double total = 0.0, head = 0.0;
+    for (size_t i = 0; i < n_vocab; ++i) {
+      const double w = std::exp(static_cast<double>(cand[i].first - max_logit));
+      total += w;
+      if (i < prefix) head += w;
+    }
+    // With a margin, so that the nucleus walk below (which sums in another order) cannot leave the prefix.
+    if (head * (1.0 - 1e-9) < static_cast<double>(params_.top_p) * total) {
+      std::sort(cand.begin() + static_cast<std::ptrdiff_t>(prefix), cand.end(), higher);
+    }
+  }
+  const float max_logit = cand[0].first;
+  probs.resize(keep);
   double sum = 0.0;
-  for (size_t i = 0; i < keep; ++i) sum += probs[i] = std::exp(static_cast<double>(scratch_[i].first - max_logit));
+  for (size_t i = 0; i < keep; ++i) sum += probs[i] = std::exp(static_cast<double>(cand[i].first - max_logit));
   if (params_.top_p < 1.0f) {
     // Keep the smallest prefix whose mass reaches top_p (at least one token).
     double cum = 0.0;
@@ -57,14 +113,7 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
     sum = 0.0;
     for (size_t i = 0; i < keep; ++i) sum += probs[i];
   }
-  std::uniform_real_distribution<double> uniform(0.0, sum);
-  const double u = uniform(rng_);
-  double acc = 0.0;
-  for (size_t i = 0; i < keep; ++i) {
-    acc += probs[i];
-    if (u < acc) return scratch_[i].second;
-  }
-  return scratch_[keep - 1].second;
+  return cand[draw(probs, keep, sum, rng_)].second;
 }
 
 TokenLogprobs token_logprobs(const float* logits, int64_t vocab, int32_t token, int32_t k) {

@@ -26,7 +26,6 @@ class Sampler {
  private:
   SamplingParams params_;
   std::mt19937_64 rng_;
-  std::vector<std::pair<float, int32_t>> scratch_;
 };
 
 // Throws sy::Error describing the bad value (negative temperature, top_p outside (0, 1], ...).

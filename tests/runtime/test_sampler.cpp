@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <map>
+#include <set>
+#include <vector>
 
 #include "base/check.h"
 #include "runtime/sampler.h"
@@ -84,6 +87,42 @@ TEST(Sampler, TokenLogprobsAreLogSoftmaxOfTheRawLogits) {
   EXPECT_THROW(token_logprobs(logits, 5, 5, 1), Error);
   EXPECT_THROW(token_logprobs(logits, 5, 0, 6), Error);
   EXPECT_THROW(token_logprobs(logits, 5, 0, kMaxLogprobs + 1), Error);
+}
+
+// Large vocabularies take the sampler's partial-sort paths: a nucleus wider than its 1024-token first
+// prefix, one inside it, and top-k; each sample must lie in the support the definitions give.
+TEST(Sampler, LargeVocabularyNucleusAndTopKStayInTheirSupport) {
+  const int64_t vocab = 50000;
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < vocab; ++i) logits[static_cast<size_t>(i)] = static_cast<float>((i * 7919) % 1000) * 1e-3f;
+  // Support of top-p: the smallest set of highest logits (lower id first on ties) whose softmax mass reaches p.
+  auto nucleus = [&](double p) {
+    std::vector<int32_t> order(static_cast<size_t>(vocab));
+    for (int32_t i = 0; i < vocab; ++i) order[static_cast<size_t>(i)] = i;
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    double z = 0.0;
+    for (float l : logits) z += std::exp(static_cast<double>(l));
+    std::set<int32_t> in;
+    double cum = 0.0;
+    for (int32_t t : order) {
+      in.insert(t);
+      cum += std::exp(static_cast<double>(logits[t])) / z;
+      if (cum >= p) break;
+    }
+    return in;
+  };
+  for (double p : {0.9, 0.01}) {  // ~45,000 tokens (beyond the first prefix), then ~500 (inside it)
+    const std::set<int32_t> support = nucleus(p);
+    Sampler s({.temperature = 1.0f, .top_p = static_cast<float>(p), .seed = 3});
+    for (int i = 0; i < 200; ++i) EXPECT_TRUE(support.count(s.sample(logits.data(), vocab))) << "top_p " << p;
+  }
+  Sampler k({.temperature = 1.0f, .top_k = 3, .seed = 5});
+  for (int i = 0; i < 200; ++i) {
+    const int32_t t = k.sample(logits.data(), vocab);
+    EXPECT_NEAR(logits[static_cast<size_t>(t)], 0.999f, 1e-6f) << t;  // the three best share logit 0.999
+  }
 }
 
 TEST(Sampler, SameSeedSameTokens) {
