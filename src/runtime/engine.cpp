@@ -190,6 +190,7 @@ bool Engine::step() {
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const ScheduledChunk& c = chunks[ci];
     Entry& e = *entries[ci];
+    if (e.result.first_step < 0) e.result.first_step = steps_ - 1;
     c.seq->computed = c.start + c.len;
     const auto [row0, n_rows] = chunk_rows[ci];
     if (e.request.keep_logits && n_rows > 0) {

@@ -50,6 +50,7 @@ struct RequestResult {
   std::vector<TokenLogprobs> logprobs;  // one per output token when the request asked (logprobs >= 0)
   bool finished = false;
   FinishReason finish_reason = FinishReason::none;
+  int64_t first_step = -1;  // the engine step (0-based) in which the request was first scheduled; -1: not yet
 };
 
 // KV block usage summed over every dp rank's pool.

@@ -140,6 +140,8 @@ struct ServingLoop::Impl {
     size_t emitted = 0;        // output tokens handed to the sink
     bool sink_failed = false;  // the sink threw: it gets no more tokens, only the final event
     bool ended = false;        // the final event was handed over (or tried)
+    std::optional<Clock::time_point> scheduled_at;  // start of the step that first scheduled it
+    bool scheduled_sent = false;                    // scheduled_at went out with an event
   };
 
   Impl(Engine& e, Communicator* w) : engine(e), world(w != nullptr && w->size() > 1 ? w : nullptr) {}
@@ -158,6 +160,7 @@ struct ServingLoop::Impl {
 
   Engine& engine;
   Communicator* world;  // null when the layout has one rank
+  Clock::time_point step_start;  // of the step emit_step_tokens reports
 
   // Guarded by mu.
   mutable std::mutex mu;
@@ -326,6 +329,7 @@ void ServingLoop::Impl::run_leader() {
       return;
     }
     if (!engine.scheduler().idle()) {
+      step_start = Clock::now();
       SY_CHECK(engine.step(), "the scheduler could not run any of {} waiting requests; the KV cache is too small",
                engine.scheduler().waiting().size());
       emit_step_tokens();
@@ -397,6 +401,8 @@ void ServingLoop::Impl::emit_step_tokens() {
     const int64_t id = it->first;
     Active& a = it->second;
     const RequestResult& r = engine.result(a.engine_id);
+    // Checked after every step, so the first step that scheduled it is the one just run.
+    if (!a.scheduled_at && r.first_step >= 0) a.scheduled_at = step_start;
     while (a.emitted < r.output.size()) {
       const size_t i = a.emitted++;
       ++generation_tokens_total;
@@ -411,6 +417,10 @@ void ServingLoop::Impl::emit_step_tokens() {
         ev.top_logprobs = r.logprobs[i].top;
       }
       if (r.finished && a.emitted == r.output.size()) ev.finish = r.finish_reason;
+      if (a.scheduled_at && !a.scheduled_sent) {
+        ev.scheduled_at = a.scheduled_at;
+        a.scheduled_sent = true;
+      }
       deliver(id, a, ev);
     }
     if (r.finished) {

@@ -4,9 +4,11 @@
 // that every rank's engine runs the same steps.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -34,6 +36,8 @@ struct TokenEvent {
   FinishReason finish = FinishReason::none;
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;  // so far, this token included
+  // On the first event after the request was first scheduled: when that step began (queue time ends there).
+  std::optional<std::chrono::steady_clock::time_point> scheduled_at;
 };
 
 // Called on the loop's thread: keep it short (post to the connection's executor and return). A request's

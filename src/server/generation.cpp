@@ -101,7 +101,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     int64_t text_offset = 0;             // completions' logprobs.text_offset of the next token
     std::string finish_reason;
     json stop_reason;
-    std::optional<Clock::time_point> first_token, last_token;
+    std::optional<Clock::time_point> first_token, last_token, scheduled;
     std::vector<double> inter_token;
   };
 
@@ -126,6 +126,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     Choice& c = choices_[i];
     if (c.done) return;
     const Clock::time_point now = Clock::now();
+    if (ev.scheduled_at && !c.scheduled) c.scheduled = ev.scheduled_at;
     if (ev.has_token) {
       if (c.last_token) c.inter_token.push_back(since(*c.last_token, now));
       if (!c.first_token) c.first_token = now;
@@ -208,7 +209,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
   void record(size_t i, Clock::time_point now) {
     Choice& c = choices_[i];
-    RequestTiming t{.first_token_seconds = c.first_token ? since(arrival_, *c.first_token) : -1.0,
+    RequestTiming t{.queue_seconds = c.scheduled ? since(arrival_, *c.scheduled) : -1.0,
+                    .first_token_seconds = c.first_token ? since(arrival_, *c.first_token) : -1.0,
                     .e2e_seconds = since(arrival_, now),
                     .inter_token_seconds = std::move(c.inter_token),
                     .prompt_tokens = c.prompt_tokens,

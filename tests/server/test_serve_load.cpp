@@ -92,7 +92,9 @@ TEST(ServeLoad, Concurrent256StreamsWithBoundedMemory) {
   EXPECT_EQ(metric(metrics, "switchyard:num_requests_running{"), 0.0);
   EXPECT_EQ(
       metric(metrics, "switchyard:request_success_total{model_name=\"qwen3_tiny_random\",finished_reason=\"length\"}"),
-      2.0 * kClients);
+      2.0 * kClients);  // Every request was scheduled, so each has a queue time, as it has a time to first token.
+  EXPECT_EQ(metric(metrics, "switchyard:request_queue_time_seconds_count{"), 2.0 * kClients);
+  EXPECT_EQ(metric(metrics, "switchyard:time_to_first_token_seconds_count{"), 2.0 * kClients);
 }
 
 TEST(ServeLoad, ClientDisconnectFreesItsKvBlocks) {
