@@ -15,10 +15,10 @@ import time
 import aiohttp
 
 
-async def one(session, url, prompt, output_len, sem, results):
+async def one(session, url, model, prompt, output_len, sem, results):
     async with sem:
         t0 = time.perf_counter()
-        body = {"model": "any", "prompt": prompt, "max_tokens": output_len, "ignore_eos": True, "temperature": 0,
+        body = {"model": model, "prompt": prompt, "max_tokens": output_len, "ignore_eos": True, "temperature": 0,
                 "stream": True, "stream_options": {"include_usage": True}}
         first = None
         usage = None
@@ -69,7 +69,9 @@ async def main():
     connector = aiohttp.TCPConnector(limit=a.concurrency)
     t0 = time.perf_counter()
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        await asyncio.gather(*[one(session, a.base_url + "/v1/completions", p, a.output_len, sem, results)
+        async with session.get(a.base_url + "/v1/models") as resp:
+            model = (await resp.json())["data"][0]["id"]
+        await asyncio.gather(*[one(session, a.base_url + "/v1/completions", model, p, a.output_len, sem, results)
                                for p in prompts])
     duration = time.perf_counter() - t0
     ok = [r for r in results if r["ok"]]
