@@ -1,7 +1,10 @@
 // WeightLoader: strict, named binding of checkpoint tensors to device memory.
 #include "model/weights.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 
 #include "base/check.h"
@@ -20,7 +23,11 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
 WeightLoader::WeightLoader(const Checkpoint* checkpoint, uint64_t seed, Backend& backend, WeightStore& store,
                            const ParallelGroups* groups)
     : checkpoint_(checkpoint), groups_(groups), plan_(make_shard_plan(nullptr, 0)), seed_(seed), backend_(backend),
-      store_(store) {}
+      store_(store) {
+  progress_on_ = checkpoint_ != nullptr && isatty(STDERR_FILENO) == 1 &&
+                 (groups_ == nullptr || groups_->world == nullptr || groups_->world->rank() == 0);
+  if (progress_on_) progress_total_ = checkpoint_->total_bytes();
+}
 
 void* WeightLoader::allocate(int64_t numel) {
   const size_t bytes = static_cast<size_t>(numel) * dtype_size(backend_.weight_dtype());
@@ -111,6 +118,7 @@ void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, 
            "the CPU backend computes BF16, F16 and F32 weights only (FP8 checkpoints are parsed but not yet computed)",
            t->file, name, dtype_name(t->dtype));
   const size_t esize = dtype_size(t->dtype);
+  show_progress(n * esize);
   const auto* src = t->data;
   if (slice.whole() || slice.dim == 0) {  // one contiguous run of rows
     const size_t offset = slice.whole() ? 0 : static_cast<size_t>(slice.start * (shape.numel() / shape[0])) * esize;
@@ -161,7 +169,26 @@ void WeightLoader::upload_staging(void* dst, size_t n, DType target) {
 
 void WeightLoader::skip_prefix(const std::string& prefix) { skipped_prefixes_.push_back(prefix); }
 
+void WeightLoader::show_progress(size_t bytes) {
+  if (!progress_on_) return;
+  progress_done_ += bytes;
+  const int percent = static_cast<int>(100.0 * static_cast<double>(std::min(progress_done_, progress_total_)) /
+                                       static_cast<double>(std::max<size_t>(progress_total_, 1)));
+  if (percent == progress_shown_) return;
+  progress_shown_ = percent;
+  constexpr int kWidth = 40;
+  const int filled = percent * kWidth / 100;
+  const bool gb = progress_total_ >= 1'000'000'000;
+  const double unit = gb ? 1e9 : 1e6;
+  std::fprintf(stderr, "\rloading weights [%.*s%*s] %3d%% %.1f / %.1f %s", filled,
+               "########################################", kWidth - filled, "", percent,
+               static_cast<double>(progress_done_) / unit, static_cast<double>(progress_total_) / unit, gb ? "GB" : "MB");
+  std::fflush(stderr);
+}
+
 void WeightLoader::finish() {
+  if (progress_shown_ >= 0) std::fputc('\n', stderr);
+  progress_on_ = false;
   staging_ = {};
   staging16_ = {};
   if (checkpoint_ == nullptr) return;

@@ -85,6 +85,12 @@ class WeightLoader {
   std::vector<std::string> skipped_prefixes_;
   std::vector<float> staging_;
   std::vector<uint16_t> staging16_;
+  // Loading progress on a terminal (rank 0, checkpoint weights): bytes read of the checkpoint's total.
+  void show_progress(size_t bytes);
+  bool progress_on_ = false;
+  size_t progress_done_ = 0;
+  size_t progress_total_ = 0;
+  int progress_shown_ = -1;  // percent last drawn
 };
 
 }  // namespace sy
