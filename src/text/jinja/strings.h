@@ -7,11 +7,13 @@
 #include <string_view>
 #include <vector>
 
+#include "text/unicode.h"
+
 namespace sy::text::jinja::str {
 
 // Code points of a UTF-8 string (invalid bytes decode as themselves, so nothing is lost).
 std::vector<char32_t> decode(std::string_view s);
-void append_utf8(std::string& out, char32_t c);
+using detail::append_utf8;  // one UTF-8 encoder for the text layer (unicode.h)
 std::string encode(const std::vector<char32_t>& cps, size_t begin, size_t end);
 size_t length(std::string_view s);  // in code points
 
