@@ -30,6 +30,8 @@ CommandMain add_bench_latency_command(CLI::App& bench_cmd, Launch& launch);
 CommandMain add_bench_comm_command(CLI::App& bench_cmd, Launch& launch);
 // bench tokenize: encoding throughput of the model's tokenizer on one core, and its load time.
 CommandMain add_bench_tokenize_command(CLI::App& bench_cmd);
+// bench serve: an HTTP load generator against any OpenAI-compatible server (links no engine code).
+CommandMain add_bench_serve_command(CLI::App& bench_cmd);
 
 // The layout flags (--tp --dp --pp --ep --etp --edp --dense-tp --pp-layers) and the GPUs at hand
 // (--gpus --nodes --machine), shared by plan, generate and bench latency; defined in plan.cpp.
@@ -47,6 +49,12 @@ struct LayoutFlags {
   bool any_layout_flag() const;
 };
 void add_layout_flags(CLI::App* cmd, LayoutFlags& flags);
+// Bounds of the layout flags: an axis at most 1024 (products of three stay inside an int), --gpus and
+// --nodes at most 65536.
+inline constexpr int kMaxAxisSize = 1024;
+inline constexpr int kMaxGpus = 65536;
+// A CLI check for a real-valued flag: a finite number in [min, max] (CLI::Range lets NaN through).
+CLI::Validator finite_range(double min, double max);
 
 // What generate's layout is checked against.
 struct GenerateLayoutTarget {

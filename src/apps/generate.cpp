@@ -120,6 +120,9 @@ void check_context(const GenerateOptions& o, const Prompts& prompts) {
 
 // The checks of one rank's run, alike on every rank: prompts, layout, the debugging flag.
 GenerateLayout check_run(const GenerateOptions& o, const Prompts& prompts, int launched_ranks) {
+  // The config's sizes and their products, bounded before anything is sized from them (the layout check
+  // below reads them only when a layout is asked for).
+  load_model_shape(o.model);
   GenerateLayout layout = check_generate_layout(o.layout, {.model_dir = o.model,
                                                            .random_weights = o.random_weights,
                                                            .max_layers = o.layers,
@@ -324,9 +327,9 @@ CommandMain add_generate_command(CLI::App& app, Launch& launch) {
   cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as comma-separated token ids; repeat for a batch");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at the model's end-of-sequence tokens");
   cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate per prompt")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--top-p", o->top_p, "nucleus sampling mass (1 = off)")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temperature", o->temperature, "0 = greedy")->check(finite_range(0.0, 100.0));
+  cmd->add_option("--top-p", o->top_p, "nucleus sampling mass (1 = off)")->check(finite_range(0.0, 1.0));
+  cmd->add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = off)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--seed", o->seed, "sampling and random-weight seed");
   cmd->add_option("--logits-out", o->logits_out, "write float32 logits [positions, vocab] as .npy");
   cmd->add_flag("--random-weights", o->random_weights, "draw seeded random weights; only config.json is read");

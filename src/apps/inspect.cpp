@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "apps/commands.h"
+#include "model/model.h"
 #include "planner/report.h"
 
 namespace sy {
@@ -19,6 +20,7 @@ int run_inspect(const InspectOptions& o) {
   InspectReport r;
   r.shape = load_model_shape(o.model);
   LoadedWeights w = load_weights(o.model, r.shape, o.config_only);
+  check_model(o.model, !w.from_checkpoint);  // the architecture's own checks and every tensor, as generate
   r.weights = std::move(w.table);
   r.weights_source = std::move(w.source);
   const std::string out = o.json ? inspect_json(r) + "\n" : format_inspect(r);

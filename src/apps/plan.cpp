@@ -1,12 +1,15 @@
 // `switchyard plan`: every valid layout of a model on a machine with memory per rank and predicted speed,
 // or, with layout flags, the full resolved layout or the complete list of rules it breaks. Also the
 // layout flags shared with generate, and the check generate runs before loading.
+#include <cmath>
 #include <cstdio>
 
 #include "apps/commands.h"
 #include "apps/launch.h"
 #include "base/check.h"
+#include "base/input.h"
 #include "base/log.h"
+#include "model/model.h"
 #include "planner/report.h"
 
 namespace sy {
@@ -52,6 +55,7 @@ int run_plan(const PlanOptions& o) {
                        .fixed_bytes = static_cast<int64_t>(o.fixed_gb * 1e9),
                        .shard = {.vocab_parallel = !o.no_vocab_parallel, .redundant_experts = o.redundant_experts}};
   PlanTarget target = load_plan_target(o.model, cluster, memory, o.config_only);
+  check_model(o.model, !target.weights_from_checkpoint);  // the checks generate makes, before any plan
   target.decode_batch = o.batch;
   target.decode_context = o.context;
 
@@ -123,12 +127,16 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags& f) {
       "expert data-parallel size: expert replicas (default 1)",
       "tensor-parallel size of dense FFN layers, shared experts and the LM head (default tp)",
   };
+  // Bounds keep every product of sizes (world = pp·dp·tp, edp·ep·etp) inside an int.
   for (size_t i = 0; i < kAxes.size(); ++i) {
-    f.given[i] = cmd->add_option(std::string(axis_flag(kAxes[i])), f.sizes[i], help[i]);
+    f.given[i] =
+        cmd->add_option(std::string(axis_flag(kAxes[i])), f.sizes[i], help[i])->check(CLI::Range(1, kMaxAxisSize));
   }
   cmd->add_option("--pp-layers", f.pp_layers, "decoder layers per pipeline stage, e.g. 30,31");
-  f.gpus_given = cmd->add_option("--gpus", f.gpus, "GPUs at hand (default: every GPU of the nodes)");
-  f.nodes_given = cmd->add_option("--nodes", f.nodes, "nodes (default: as few as hold --gpus)");
+  f.gpus_given = cmd->add_option("--gpus", f.gpus, "GPUs at hand (default: every GPU of the nodes)")
+                     ->check(CLI::Range(1, kMaxGpus));
+  f.nodes_given =
+      cmd->add_option("--nodes", f.nodes, "nodes (default: as few as hold --gpus)")->check(CLI::Range(1, kMaxGpus));
   cmd->add_option("--machine", f.machine, "machine preset (h100, h200, b200, rtx-pro-6000, a100) or JSON file");
 }
 
@@ -182,6 +190,24 @@ GenerateLayout check_generate_layout(const LayoutFlags& f, const GenerateLayoutT
   return {.check = check, .placed = f.machine.empty() ? std::nullopt : std::optional<Cluster>(cluster)};
 }
 
+CLI::Validator finite_range(double min, double max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        double v = 0;
+        size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          return fmt::format("'{}' is not a number", cut_for_message(text));
+        }
+        if (used != text.size() || !std::isfinite(v) || v < min || v > max) {
+          return fmt::format("'{}' is not a finite number in [{}, {}]", cut_for_message(text), min, max);
+        }
+        return {};
+      },
+      fmt::format("FLOAT in [{} - {}]", min, max));
+}
+
 CommandMain add_plan_command(CLI::App& app) {
   auto o = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand(
@@ -196,12 +222,12 @@ CommandMain add_plan_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   cmd->add_option("--max-seqs", o->max_seqs, "sequences per step (rows of logits)")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--min-kv-tokens", o->min_kv_tokens, "KV tokens each replica must hold (default: --max-batch-tokens)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype: bf16, fp16, fp8, fp32");
   cmd->add_option("--fixed-gb", o->fixed_gb, "fixed memory per GPU: context, workspaces, graphs, communicators")
-      ->check(CLI::Range(0.0, 1e4));
+      ->check(finite_range(0.0, 1e4));
   cmd->add_option("--redundant-experts", o->redundant_experts, "extra expert replicas per MoE layer, spread over ep")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
   cmd->add_flag("--no-vocab-parallel", o->no_vocab_parallel, "replicate the embedding instead of splitting its rows");
   cmd->add_option("--batch", o->batch, "batch of the second decode estimate")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--context", o->context, "context length of the decode estimates")->check(CLI::Range(0, 1 << 24));

@@ -2,6 +2,8 @@
 #include "base/dtype.h"
 
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 
 #include "base/check.h"
 
@@ -83,21 +85,28 @@ float f8_e4m3_to_f32(uint8_t v) {
 
 float f8_e5m2_to_f32(uint8_t v) { return f16_to_f32(uint16_t(v) << 8); }
 
+namespace {
+// Element i of an array that may sit at any byte offset (a safetensors tensor need not be aligned to its
+// element size): memcpy, which compiles to a plain load, instead of a misaligned dereference.
+template <typename T>
+T load_unaligned(const void* base, size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const std::byte*>(base) + i * sizeof(T), sizeof(T));
+  return v;
+}
+}  // namespace
+
 void convert_to_f32(const void* src, DType t, float* dst, size_t n) {
   switch (t) {
     case DType::f32:
       std::memcpy(dst, src, n * 4);
       return;
-    case DType::f16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+    case DType::f16:
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_unaligned<uint16_t>(src, i));
       return;
-    }
-    case DType::bf16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+    case DType::bf16:
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_unaligned<uint16_t>(src, i));
       return;
-    }
     case DType::f8_e4m3: {
       const auto* s = static_cast<const uint8_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = f8_e4m3_to_f32(s[i]);
@@ -108,11 +117,9 @@ void convert_to_f32(const void* src, DType t, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = f8_e5m2_to_f32(s[i]);
       return;
     }
-    case DType::f64: {
-      const auto* s = static_cast<const double*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = float(s[i]);
+    case DType::f64:
+      for (size_t i = 0; i < n; ++i) dst[i] = float(load_unaligned<double>(src, i));
       return;
-    }
     case DType::i64:
     case DType::i32:
     case DType::i16:

@@ -44,8 +44,15 @@ class ConfigJson {
   std::string architecture() const;
   std::string get_string(const std::string& key, const std::string& fallback) const;
 
-  // Required / defaulted scalar getters. A present key of the wrong type, or a value outside
-  // [min, +inf) for integers, is an error naming the key, the value and the file.
+  // A nested object (e.g. quantization_config) with the same getters; errors name it after the file.
+  // Absent or null: nullopt; present but not an object: an error.
+  std::optional<ConfigJson> child(const std::string& key) const;
+
+  // Required / defaulted scalar getters. A present key of the wrong type, or a value outside its range, is
+  // an error naming the key, the value, the range and the file. Integers lie in [min_value, bound], where
+  // the bound of a size key (num_hidden_layers, hidden_size, vocab_size, head_dim, experts, ...) is stated
+  // in model_config.cpp and every other integer fits an int32. Numbers are finite, and keys with a
+  // physical range (rms_norm_eps > 0, rope factor > 0, partial_rotary_factor in (0, 1], ...) are in it.
   int64_t get_int(const std::string& key, int64_t min_value = 0) const;
   int64_t get_int(const std::string& key, int64_t fallback, int64_t min_value) const;
   double get_double(const std::string& key) const;

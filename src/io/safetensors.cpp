@@ -11,11 +11,12 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "base/check.h"
+#include "base/input.h"
 #include "base/log.h"
+#include "io/json_input.h"
 
 namespace sy {
 
@@ -67,16 +68,18 @@ struct ParsedEntry {
   uint64_t end = 0;
 };
 
-ParsedEntry parse_entry(const std::string& file, const std::string& name, const json& entry, uint64_t data_size) {
+ParsedEntry parse_entry(const std::string& file, const std::string& tensor_name, const json& entry,
+                        uint64_t data_size) {
+  const std::string name = cut_for_message(tensor_name);  // as messages show it
   SY_CHECK(entry.is_object(),
            "{}: tensor '{}' header entry is {} but must be an object with dtype, shape and data_offsets", file, name,
            entry.type_name());
   ParsedEntry p;
-  p.info.name = name;
+  p.info.name = tensor_name;
 
   const auto dt = entry.find("dtype");
   SY_CHECK(dt != entry.end() && dt->is_string(), "{}: tensor '{}' has no \"dtype\" string", file, name);
-  const std::string dtype_str = dt->get<std::string>();
+  const std::string dtype_str = cut_for_message(dt->get<std::string>());
   SY_CHECK(parse_dtype(dtype_str, &p.info.dtype),
            "{}: tensor '{}' has unknown dtype \"{}\" (expected one of F64, F32, F16, BF16, F8_E4M3, F8_E5M2, "
            "I64, I32, I16, I8, U8, BOOL)",
@@ -85,12 +88,12 @@ ParsedEntry parse_entry(const std::string& file, const std::string& name, const 
   const auto sh = entry.find("shape");
   SY_CHECK(sh != entry.end() && sh->is_array(), "{}: tensor '{}' has no \"shape\" array", file, name);
   SY_CHECK(sh->size() <= static_cast<size_t>(kMaxDims),
-           "{}: tensor '{}' shape {} has rank {} but at most {} is supported", file, name, sh->dump(), sh->size(),
+           "{}: tensor '{}' shape {} has rank {} but at most {} is supported", file, name, json_for_message(*sh), sh->size(),
            kMaxDims);
   for (const json& d : *sh) {
     SY_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX),
              "{}: tensor '{}' shape {} has dimension {}; dimensions must be non-negative integers", file, name,
-             sh->dump(), d.dump());
+             json_for_message(*sh), json_for_message(d));
     p.info.shape.push_back(d.get<int64_t>());
   }
 
@@ -98,7 +101,7 @@ ParsedEntry parse_entry(const std::string& file, const std::string& name, const 
   SY_CHECK(off != entry.end() && off->is_array() && off->size() == 2 && (*off)[0].is_number_unsigned() &&
                (*off)[1].is_number_unsigned(),
            "{}: tensor '{}' data_offsets {} must be [begin, end] with non-negative integers", file, name,
-           off == entry.end() ? std::string("(missing)") : off->dump());
+           off == entry.end() ? std::string("(missing)") : json_for_message(*off));
   p.begin = (*off)[0].get<uint64_t>();
   p.end = (*off)[1].get<uint64_t>();
   SY_CHECK(p.begin <= p.end, "{}: tensor '{}' data_offsets [{}, {}) have begin after end", file, name, p.begin, p.end);
@@ -127,32 +130,24 @@ void check_layout(const std::string& file, std::vector<ParsedEntry>& entries, ui
     if (e.begin == e.end) continue;
     const uint64_t prev_end = prev ? prev->end : 0;
     if (e.begin < prev_end) {
-      SY_FAIL("{}: tensors '{}' data_offsets [{}, {}) and '{}' data_offsets [{}, {}) overlap", file, prev->info.name,
-              prev->begin, prev->end, e.info.name, e.begin, e.end);
+      SY_FAIL("{}: tensors '{}' data_offsets [{}, {}) and '{}' data_offsets [{}, {}) overlap", file, cut_for_message(prev->info.name),
+              prev->begin, prev->end, cut_for_message(e.info.name), e.begin, e.end);
     }
     if (e.begin > prev_end) {
       if (prev) {
         SY_FAIL(
             "{}: gap of {} bytes between tensor '{}' (ends at {}) and tensor '{}' (begins at {}); tensors must be "
             "packed contiguously",
-            file, e.begin - prev_end, prev->info.name, prev_end, e.info.name, e.begin);
+            file, e.begin - prev_end, cut_for_message(prev->info.name), prev_end, cut_for_message(e.info.name), e.begin);
       }
-      SY_FAIL("{}: tensor '{}' begins at data offset {} but the first tensor must begin at 0", file, e.info.name,
+      SY_FAIL("{}: tensor '{}' begins at data offset {} but the first tensor must begin at 0", file, cut_for_message(e.info.name),
               e.begin);
     }
     prev = &e;
   }
   const uint64_t used = prev ? prev->end : 0;
   SY_CHECK(used == data_size, "{}: data section holds {} bytes but the tensors cover only [0, {}) (last tensor '{}')",
-           file, data_size, used, prev ? prev->info.name : std::string("(none)"));
-}
-
-json parse_json_text(const std::string& file, const char* begin, const char* end, const char* what) {
-  try {
-    return json::parse(begin, end);
-  } catch (const json::parse_error& e) {
-    SY_FAIL("{}: {} is not valid JSON: {}", file, what, e.what());
-  }
+           file, data_size, used, prev ? cut_for_message(prev->info.name) : std::string("(none)"));
 }
 
 }  // namespace
@@ -162,12 +157,13 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
 
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in place of a shard must not make open wait for a writer (it is refused below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   SY_CHECK(fd >= 0, "{}: cannot open: {}", file, errno_text());
   FdGuard guard(fd);
   struct stat st {};
   SY_CHECK(::fstat(fd, &st) == 0, "{}: fstat failed: {}", file, errno_text());
-  SY_CHECK(S_ISREG(st.st_mode), "{}: not a regular file", file);
+  SY_CHECK(S_ISREG(st.st_mode), "{}: cannot read safetensors file: not a regular file", file);
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   SY_CHECK(file_size >= 8, "{}: file is {} bytes but a safetensors file needs at least 8 (the header length)", file,
            file_size);
@@ -189,7 +185,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
            header_len, kMaxHeaderBytes);
 
   const char* header = reinterpret_cast<const char*>(bytes + 8);
-  const json j = parse_json_text(file, header, header + header_len, "header");
+  const json j = parse_json_input(std::string_view(header, header_len), file, "header");
   SY_CHECK(j.is_object(), "{}: header is a JSON {} but must be an object of tensor entries", file, j.type_name());
 
   const uint64_t data_start = 8 + header_len;
@@ -200,7 +196,8 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
     if (key == "__metadata__") {
       SY_CHECK(value.is_object(), "{}: __metadata__ is {} but must be an object of strings", file, value.type_name());
       for (const auto& [mk, mv] : value.items()) {
-        SY_CHECK(mv.is_string(), "{}: __metadata__ entry '{}' is {} but must be a string", file, mk, mv.dump());
+        SY_CHECK(mv.is_string(), "{}: __metadata__ entry '{}' is {} but must be a string", file, cut_for_message(mk),
+                 json_for_message(mv));
         f->metadata_.emplace(mk, mv.get<std::string>());
       }
       continue;
@@ -236,11 +233,7 @@ struct Discovered {
 Discovered open_indexed(const fs::path& dir) {
   const fs::path index_path = dir / kIndexName;
   const std::string index = index_path.string();
-  std::ifstream in(index_path, std::ios::binary);
-  SY_CHECK(in.is_open(), "{}: cannot open: {}", index, errno_text());
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  SY_CHECK(!in.bad(), "{}: read failed: {}", index, errno_text());
-  const json j = parse_json_text(index, text.data(), text.data() + text.size(), "index");
+  const json j = parse_json_input(read_regular_file(index_path, kMaxJsonFileBytes, kIndexName), index, "index");
   SY_CHECK(j.is_object(), "{}: is a JSON {} but must be an object with a \"weight_map\"", index, j.type_name());
   const auto wm = j.find("weight_map");
   SY_CHECK(wm != j.end() && wm->is_object(), "{}: has no \"weight_map\" object (tensor name -> shard file)", index);
@@ -249,18 +242,20 @@ Discovered open_indexed(const fs::path& dir) {
   d.indexed = true;
   std::set<std::string> shard_names;  // sorted, so shards open in a stable order
   for (const auto& [tensor, shard] : wm->items()) {
-    SY_CHECK(shard.is_string(), "{}: weight_map entry '{}' is {} but must be a shard file name", index, tensor,
-             shard.dump());
+    SY_CHECK(shard.is_string(), "{}: weight_map entry '{}' is {} but must be a shard file name", index,
+             cut_for_message(tensor),
+             json_for_message(shard));
     const std::string s = shard.get<std::string>();
     SY_CHECK(!s.empty() && s != "." && s != ".." && fs::path(s).filename().string() == s,
-             "{}: weight_map entry '{}' names shard '{}', which is not a plain file name in {}", index, tensor, s,
+             "{}: weight_map entry '{}' names shard '{}', which is not a plain file name in {}", index,
+             cut_for_message(tensor), cut_for_message(s),
              dir.string());
     d.weight_map.emplace(tensor, s);
     if (shard_names.insert(s).second) {
       const fs::path p = dir / s;
       std::error_code ec;
-      SY_CHECK(fs::is_regular_file(p, ec), "{}: tensor '{}' is mapped to shard '{}' but {} does not exist", index,
-               tensor, s, p.string());
+      SY_CHECK(fs::is_regular_file(p, ec), "{}: tensor '{}' is mapped to shard '{}' but {} is not a regular file",
+               index, cut_for_message(tensor), cut_for_message(s), cut_for_message(p.string(), 400));
     }
   }
   for (const std::string& s : shard_names) d.files.push_back(SafetensorsFile::open(dir / s));
@@ -303,7 +298,7 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
     for (const TensorInfo& t : f->tensors()) {
       const auto [it, inserted] = c.by_name_.emplace(t.name, &t);
       SY_CHECK(inserted, "{}: tensor '{}' appears in both {} and {}; each tensor must be stored once", dir.string(),
-               t.name, it->second->file, t.file);
+               cut_for_message(t.name), it->second->file, t.file);
     }
   }
 
@@ -312,13 +307,13 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
     for (const auto& [tensor, shard] : d.weight_map) {
       const auto it = c.by_name_.find(tensor);
       SY_CHECK(it != c.by_name_.end(), "{}: tensor '{}' is mapped to {} but that file has no such tensor", index,
-               tensor, shard);
-      SY_CHECK(it->second->file == shard, "{}: tensor '{}' is mapped to {} but is stored in {}", index, tensor, shard,
-               it->second->file);
+               cut_for_message(tensor), shard);
+      SY_CHECK(it->second->file == shard, "{}: tensor '{}' is mapped to {} but is stored in {}", index,
+               cut_for_message(tensor), shard, it->second->file);
     }
     for (const auto& [name, info] : c.by_name_) {
       SY_CHECK(d.weight_map.contains(name), "{}: tensor '{}' is not in the weight_map of {}",
-               (dir / info->file).string(), name, index);
+               (dir / info->file).string(), cut_for_message(name), index);
     }
   }
 

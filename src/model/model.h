@@ -98,6 +98,11 @@ struct LoadOptions {
 // Reads config.json, picks the architecture, binds every weight. Throws sy::Error on bad input.
 std::unique_ptr<Model> load_model(const LoadOptions& options, Backend& backend);
 
+// Every check load_model makes, without allocating or reading any weight: the architecture, the config's
+// values, and (unless config_only) every checkpoint tensor's name, shape and dtype, none missing or extra.
+// Throws sy::Error as load_model does. For the commands that only read headers (inspect, plan).
+void check_model(const std::filesystem::path& dir, bool config_only);
+
 // Architectures this build can load (for error messages and --help).
 std::vector<std::string> supported_architectures();
 

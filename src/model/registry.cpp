@@ -2,6 +2,7 @@
 #include <string_view>
 
 #include "base/check.h"
+#include "base/input.h"
 #include "base/log.h"
 #include "io/safetensors.h"
 #include "model/archs/archs.h"
@@ -29,30 +30,46 @@ std::vector<std::string> supported_architectures() {
   return out;
 }
 
+namespace {
+
+const ArchEntry& find_architecture(const ConfigJson& config) {
+  const std::string arch = config.architecture();
+  for (const auto& a : kArchitectures) {
+    if (a.hf_class == arch) return a;
+  }
+  std::string names;
+  for (const auto& s : supported_architectures()) {
+    if (!names.empty()) names += ", ";
+    names += s;
+  }
+  SY_FAIL("{}: architecture '{}' is not supported; supported: {}", config.source(), cut_for_message(arch), names);
+}
+
+}  // namespace
+
 std::unique_ptr<Model> load_model(const LoadOptions& options, Backend& backend) {
   const ConfigJson config = ConfigJson::load(options.dir);
-  const std::string arch = config.architecture();
-  const ArchEntry* entry = nullptr;
-  for (const auto& a : kArchitectures) {
-    if (a.hf_class == arch) entry = &a;
-  }
-  if (entry == nullptr) {
-    std::string names;
-    for (const auto& s : supported_architectures()) {
-      if (!names.empty()) names += ", ";
-      names += s;
-    }
-    SY_FAIL("{}: architecture '{}' is not supported; supported: {}", config.source(), arch, names);
-  }
+  const ArchEntry& entry = find_architecture(config);
   std::optional<Checkpoint> checkpoint;
   if (!options.random_weights) checkpoint = Checkpoint::open(options.dir);
   WeightStore store;
   WeightLoader loader(checkpoint ? &*checkpoint : nullptr, options.seed, backend, store, options.parallel);
-  auto model = entry->build(config, options, loader, store, backend);
-  log_info("loaded {} ({} layers, {:.1f} MiB of fp32 weights{})", arch, model->info().n_layers,
+  auto model = entry.build(config, options, loader, store, backend);
+  log_info("loaded {} ({} layers, {:.1f} MiB of fp32 weights{})", entry.hf_class, model->info().n_layers,
            static_cast<double>(model->info().weight_bytes) / (1 << 20),
            options.random_weights ? ", random" : "");
   return model;
+}
+
+void check_model(const std::filesystem::path& dir, bool config_only) {
+  const ConfigJson config = ConfigJson::load(dir);
+  const ArchEntry& entry = find_architecture(config);
+  std::optional<Checkpoint> checkpoint;
+  if (!config_only) checkpoint = Checkpoint::open(dir);
+  const std::unique_ptr<Backend> backend = make_cpu_backend();
+  WeightStore store{.checks_only = true};
+  WeightLoader loader(checkpoint ? &*checkpoint : nullptr, 0, *backend, store);
+  entry.build(config, {.dir = dir, .random_weights = config_only}, loader, store, *backend);
 }
 
 }  // namespace sy

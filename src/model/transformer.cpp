@@ -623,6 +623,7 @@ class Transformer final : public Model {
 std::unique_ptr<Model> make_transformer(TransformerSpec spec, WeightStore weights, Backend& backend,
                                         const ShardPlan& plan) {
   SY_CHECK(!spec.layers.empty(), "a model needs at least one layer");
+  if (weights.checks_only) return nullptr;  // check_model: everything is checked, nothing is built
   return std::make_unique<Transformer>(std::move(spec), std::move(weights), backend, plan);
 }
 

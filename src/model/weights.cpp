@@ -6,14 +6,21 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <new>
 
 #include "base/check.h"
+#include "base/input.h"
 #include "base/log.h"
 
 namespace sy {
 
 namespace {
 constexpr float kRandomStddev = 0.02f;
+
+// What a dry run hands out instead of device memory: never null (blocks check their weights against
+// null), never dereferenced.
+alignas(64) std::byte placeholder_storage[64];
+void* const kPlaceholder = placeholder_storage;
 
 uint64_t name_seed(uint64_t seed, const std::string& name) {
   return seed * 0x9e3779b97f4a7c15ull ^ std::hash<std::string>{}(name);
@@ -30,17 +37,40 @@ WeightLoader::WeightLoader(const Checkpoint* checkpoint, uint64_t seed, Backend&
 }
 
 void* WeightLoader::allocate(int64_t numel) {
-  const size_t bytes = static_cast<size_t>(numel) * dtype_size(backend_.weight_dtype());
-  store_.buffers.push_back(backend_.alloc(bytes));
+  SY_CHECK(numel >= 0, "weight of {} elements (a model definition error)", numel);
+  return allocate_bytes(static_cast<size_t>(numel) * dtype_size(backend_.weight_dtype()));
+}
+
+void* WeightLoader::allocate_bytes(size_t bytes) {
+  if (store_.checks_only) return kPlaceholder;
+  // Weights sized by config.json are bounded by the checkpoint they come from: a config that disagrees
+  // with it is refused before it allocates more than the checkpoint could fill (the tensor that differs
+  // is then named by fill).
+  if (checkpoint_ != nullptr) {
+    const size_t budget = 4 * checkpoint_->total_bytes() + (size_t{64} << 20);
+    SY_CHECK(store_.bytes + bytes <= budget,
+             "config.json describes more weights than checkpoint {} holds ({} bytes, more than 4x its {} bytes): "
+             "the config and the checkpoint disagree",
+             checkpoint_->dir().string(), store_.bytes + bytes, checkpoint_->total_bytes());
+  }
+  try {
+    store_.buffers.push_back(backend_.alloc(bytes));
+  } catch (const std::bad_alloc&) {
+    SY_FAIL("out of memory allocating {} bytes of weights ({} bytes held so far): the model described by "
+            "config.json does not fit this machine",
+            bytes, store_.bytes);
+  }
   store_.bytes += bytes;
   return store_.buffers.back()->data();
 }
 
 void WeightLoader::zero(void* dst, int64_t numel) {
+  if (store_.checks_only) return;
   backend_.zero(dst, static_cast<size_t>(numel) * dtype_size(backend_.weight_dtype()));
 }
 
 void* WeightLoader::at(void* base, int64_t i) const {
+  if (store_.checks_only) return kPlaceholder;
   return static_cast<char*>(base) + static_cast<size_t>(i) * dtype_size(backend_.weight_dtype());
 }
 
@@ -52,6 +82,7 @@ int64_t slice_numel(const Shape& shape, const Slice& slice) {
 }  // namespace
 
 WeightPtr WeightLoader::bind(const std::string& name, const Shape& shape, WeightInit init, const Slice& slice) {
+  if (checkpoint_ != nullptr) check_tensor(name, shape);  // before allocating what the config asks for
   void* dst = allocate(slice_numel(shape, slice));
   load_into(name, shape, dst, init, slice);
   return dst;
@@ -62,10 +93,8 @@ bool WeightLoader::has(const std::string& name) const {
 }
 
 const float* WeightLoader::bind_f32(const std::string& name, const Shape& shape) {
-  const size_t bytes = static_cast<size_t>(shape.numel()) * sizeof(float);
-  store_.buffers.push_back(backend_.alloc(bytes));
-  store_.bytes += bytes;
-  void* dst = store_.buffers.back()->data();
+  if (checkpoint_ != nullptr) check_tensor(name, shape);
+  void* dst = allocate_bytes(static_cast<size_t>(shape.numel()) * sizeof(float));
   fill(name, shape, dst, WeightInit::normal, DType::f32, {});
   return static_cast<const float*>(dst);
 }
@@ -83,6 +112,7 @@ void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, 
            "weight '{}' {}: slice of {} entries from {} along dimension {} is out of range (a model definition error)",
            name, shape.str(), slice.count, slice.start, slice.dim);
   const auto n = static_cast<size_t>(slice_numel(shape, slice));
+  if (store_.checks_only && checkpoint_ == nullptr) return;
   if (checkpoint_ == nullptr) {
     // A slice draws its own values: a sharded random model is not the unsharded one cut up.
     const uint64_t seed = slice.whole() ? name_seed(seed_, name)
@@ -109,14 +139,8 @@ void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, 
         return;
     }
   }
-  const TensorInfo* t = checkpoint_->find(name);
-  SY_CHECK(t != nullptr, "checkpoint {} has no tensor '{}' (expected shape {}); is the checkpoint complete and of "
-           "this architecture?", checkpoint_->dir().string(), name, shape.str());
-  SY_CHECK(t->shape == shape, "{}: tensor '{}' has shape {} but the config implies {}", t->file, name, t->shape.str(),
-           shape.str());
-  SY_CHECK(t->dtype == DType::f32 || t->dtype == DType::bf16 || t->dtype == DType::f16, "{}: tensor '{}' has dtype {}; "
-           "the CPU backend computes BF16, F16 and F32 weights only (FP8 checkpoints are parsed but not yet computed)",
-           t->file, name, dtype_name(t->dtype));
+  const TensorInfo* t = check_tensor(name, shape);
+  if (store_.checks_only) return;
   const size_t esize = dtype_size(t->dtype);
   show_progress(n * esize);
   const auto* src = t->data;
@@ -140,6 +164,18 @@ void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, 
     convert_to_f32(src + from, t->dtype, staging_.data() + static_cast<size_t>(o) * run, run);
   }
   upload_staging(dst, n, target);
+}
+
+const TensorInfo* WeightLoader::check_tensor(const std::string& name, const Shape& shape) const {
+  const TensorInfo* t = checkpoint_->find(name);
+  SY_CHECK(t != nullptr, "checkpoint {} has no tensor '{}' (expected shape {}); is the checkpoint complete and of "
+           "this architecture?", checkpoint_->dir().string(), name, shape.str());
+  SY_CHECK(t->shape == shape, "{}: tensor '{}' has shape {} but the config implies {}", t->file, name, t->shape.str(),
+           shape.str());
+  SY_CHECK(t->dtype == DType::f32 || t->dtype == DType::bf16 || t->dtype == DType::f16, "{}: tensor '{}' has dtype {}; "
+           "the CPU backend computes BF16, F16 and F32 weights only (FP8 checkpoints are parsed but not yet computed)",
+           t->file, name, dtype_name(t->dtype));
+  return t;
 }
 
 void WeightLoader::upload_staging(void* dst, size_t n, DType target) {
@@ -201,7 +237,7 @@ void WeightLoader::finish() {
     if (skip) {
       ++skipped;
     } else {
-      unused.push_back(t->file + ": '" + t->name + "'");
+      unused.push_back(t->file + ": '" + cut_for_message(t->name) + "'");
     }
   }
   if (skipped) log_info("left {} checkpoint tensors unloaded on purpose", skipped);

@@ -35,6 +35,9 @@ struct Slice {
 struct WeightStore {
   std::vector<std::unique_ptr<DeviceBuffer>> buffers;
   size_t bytes = 0;
+  // A dry run (check_model): every name, shape and dtype is checked, nothing is allocated or read, and
+  // the pointers handed out are placeholders that must not be dereferenced.
+  bool checks_only = false;
 };
 
 class WeightLoader {
@@ -75,6 +78,9 @@ class WeightLoader {
  private:
   void fill(const std::string& name, const Shape& shape, void* dst, WeightInit init, DType target, const Slice& slice);
   void upload_staging(void* dst, size_t n, DType target);  // staging_ (fp32) → dst in `target`
+  void* allocate_bytes(size_t bytes);
+  // The checkpoint's tensor `name`, which must have `shape` and a dtype this loader converts.
+  const TensorInfo* check_tensor(const std::string& name, const Shape& shape) const;
   const Checkpoint* checkpoint_;
   const ParallelGroups* groups_;
   ShardPlan plan_;

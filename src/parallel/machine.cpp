@@ -3,15 +3,22 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
+#include <cmath>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "base/check.h"
+#include "base/input.h"
 
 namespace sy {
 
 namespace {
+
+// A machine file's GPUs per node and NUMA sockets: far above any machine built (8 to 72 GPUs per node).
+constexpr double kMaxGpusPerNode = 1024;
+
+std::string for_message(const nlohmann::json& v) {
+  return cut_for_message(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
 
 std::vector<Machine> build_presets() {
   std::vector<Machine> m;
@@ -165,24 +172,23 @@ Machine find_machine(const std::string& name_or_file) {
   for (const auto& m : machine_presets()) {
     if (m.name == key) return m;
   }
-  if (std::filesystem::is_regular_file(name_or_file)) return load_machine_file(name_or_file);
-  SY_FAIL("--machine '{}' is neither a preset ({}) nor a readable JSON machine file", name_or_file, preset_names());
+  std::error_code ec;
+  if (std::filesystem::exists(name_or_file, ec)) return load_machine_file(name_or_file);
+  SY_FAIL("--machine '{}' is neither a preset ({}) nor a readable JSON machine file", cut_for_message(name_or_file),
+          preset_names());
 }
 
 Machine load_machine_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  SY_CHECK(in.good(), "cannot read machine file {}", path.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_machine_json(ss.str(), path.string());
+  return parse_machine_json(read_regular_file(path, kMaxJsonFileBytes, "machine file"), path.string());
 }
 
 Machine parse_machine_json(const std::string& text, const std::string& src) {
+  check_json_depth(text, src);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    SY_FAIL("{} is not valid JSON: {}", src, e.what());
+  } catch (const nlohmann::json::exception& e) {
+    SY_FAIL("{} is not valid JSON: {}", src, cut_for_message(e.what(), 200));
   }
   SY_CHECK(j.is_object(), "{} must hold a JSON object describing one machine", src);
   Machine m;
@@ -197,7 +203,7 @@ Machine parse_machine_json(const std::string& text, const std::string& src) {
         found = true;
       }
     }
-    SY_CHECK(found, "{}: base '{}' is not a preset; presets: {}", src, base, preset_names());
+    SY_CHECK(found, "{}: base '{}' is not a preset; presets: {}", src, cut_for_message(base), preset_names());
     m.source = src + " (based on " + m.name + ")";
     has_base = true;
   } else {
@@ -209,8 +215,10 @@ Machine parse_machine_json(const std::string& text, const std::string& src) {
       SY_CHECK(!required, "{}: required key '{}' is missing", src, key);
       return;
     }
-    SY_CHECK(it->is_number(), "{}: '{}' must be a number, got {}", src, key, it->dump());
+    SY_CHECK(it->is_number(), "{}: '{}' must be a number, got {}", src, key, for_message(*it));
     *out = it->get<double>();
+    SY_CHECK(std::isfinite(*out) && *out >= 0 && *out <= 1e9, "{}: '{}' is {}, outside the range [0, 1e9]", src, key,
+             *out);
   };
   const auto text_field = [&](const char* key, std::string* out, bool required) {
     auto it = j.find(key);
@@ -218,7 +226,7 @@ Machine parse_machine_json(const std::string& text, const std::string& src) {
       SY_CHECK(!required, "{}: required key '{}' is missing", src, key);
       return;
     }
-    SY_CHECK(it->is_string(), "{}: '{}' must be a string, got {}", src, key, it->dump());
+    SY_CHECK(it->is_string(), "{}: '{}' must be a string, got {}", src, key, for_message(*it));
     *out = it->get<std::string>();
   };
   const bool req = !has_base;
@@ -237,13 +245,19 @@ Machine parse_machine_json(const std::string& text, const std::string& src) {
   double gpus_per_node = m.gpus_per_node, sockets = m.numa_sockets;
   number("gpus_per_node", &gpus_per_node, req);
   number("numa_sockets", &sockets, false);
+  SY_CHECK(gpus_per_node >= 1 && gpus_per_node <= kMaxGpusPerNode, "{}: gpus_per_node is {}, outside [1, {}]", src,
+           gpus_per_node, kMaxGpusPerNode);
+  SY_CHECK(sockets >= 1 && sockets <= kMaxGpusPerNode, "{}: numa_sockets is {}, outside [1, {}]", src, sockets,
+           kMaxGpusPerNode);
   m.gpus_per_node = static_cast<int>(gpus_per_node);
   m.numa_sockets = static_cast<int>(sockets);
   if (auto it = j.find("gpu_socket"); it != j.end()) {
-    SY_CHECK(it->is_array(), "{}: 'gpu_socket' must list the socket of each local GPU, got {}", src, it->dump());
+    SY_CHECK(it->is_array() && it->size() <= kMaxGpusPerNode,
+             "{}: 'gpu_socket' must list the socket of each local GPU, got {}", src, for_message(*it));
     m.gpu_socket.clear();
     for (const auto& v : *it) {
-      SY_CHECK(v.is_number_integer(), "{}: 'gpu_socket' entries must be integers, got {}", src, v.dump());
+      SY_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < kMaxGpusPerNode,
+               "{}: 'gpu_socket' entries must be integers in [0, {}), got {}", src, kMaxGpusPerNode, for_message(v));
       m.gpu_socket.push_back(v.get<int>());
     }
   } else if (static_cast<int>(m.gpu_socket.size()) != m.gpus_per_node) {
@@ -263,7 +277,7 @@ Machine parse_machine_json(const std::string& text, const std::string& src) {
              "{}: unknown key '{}'; machine files take: name, gpu, memory_gb, hbm_tbps, bf16_tflops, "
              "fp8_tflops, fp4_tflops, link, link_gbps, pcie, pcie_gbps, network_gbps, gpus_per_node, "
              "numa_sockets, gpu_socket, source, base",
-             src, key);
+             src, cut_for_message(key));
   }
   check_machine(m, src);
   return m;

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "base/check.h"
+#include "base/int_math.h"
 
 namespace sy {
 
@@ -47,10 +49,10 @@ int64_t activation_bytes(const ModelShape& s, const ParallelSizes& sz, const std
         std::min(pairs, static_cast<int64_t>(std::ceil(static_cast<double>(balanced) * o.expert_capacity)));
     const int64_t local_inter = ceil_div(m.inter, sz.etp);
     const int64_t dispatch = 2 * T * m.top_k * h * a;  // send (dispatch) and receive (combine) of own tokens
-    const int64_t expert_io = recv * (2 * h + 3 * local_inter) * a;  // received rows, gate·up, down output
+    const int64_t expert_io = mul_sat(recv, (2 * h + 3 * local_inter) * a);  // received rows, gate·up, down output
     const int64_t router = T * m.n_experts * 4;
     const int64_t shared = m.shared_inter > 0 ? T * 3 * ceil_div(m.shared_inter, sz.dense_tp) * a : 0;
-    ffn = std::max(ffn, dispatch + expert_io + router + shared);
+    ffn = std::max(ffn, add_sat(expert_io, dispatch + router + shared));
   }
   int64_t logits = 0;
   if (last_stage) {
@@ -58,7 +60,7 @@ int64_t activation_bytes(const ModelShape& s, const ParallelSizes& sz, const std
     // fp32 logits of this rank's vocabulary shard, and the gathered full rows for sampling.
     logits = rows * (ceil_div(s.vocab, sz.dense_tp) + s.vocab) * 4;
   }
-  return hidden_buffers + std::max(attention, ffn) + logits;
+  return add_sat(std::max(attention, ffn), hidden_buffers + logits);
 }
 
 LayoutMemory estimate_memory(const ModelShape& shape, const WeightTable& table, const ParallelSizes& sizes,
@@ -77,17 +79,20 @@ LayoutMemory estimate_memory(const ModelShape& shape, const WeightTable& table, 
     const bool first_stage = p == 0;
     const bool last_stage = p == sizes.pp - 1;
     m.weights = rank_weight_bytes(table, shape, sizes, first, m.n_layers, first_stage, last_stage, o.shard);
-    for (int64_t b : m.weights) m.weight_bytes += b;
+    for (int64_t b : m.weights) m.weight_bytes = add_sat(m.weight_bytes, b);
     const std::vector<FfnKind> ffn(shape.layer_ffn.begin() + first, shape.layer_ffn.begin() + first + m.n_layers);
     m.activation_bytes = activation_bytes(shape, sizes, ffn, last_stage, o);
     m.fixed_bytes = o.fixed_bytes;
     m.kv_bytes_per_token = m.n_layers * shape.kv_bytes_per_token_layer(sizes.tp, o.kv_dtype_bytes);
     m.capacity_bytes = device_bytes;
-    m.free_bytes = device_bytes - m.weight_bytes - m.activation_bytes - m.fixed_bytes;
+    // Each term is at most INT64_MAX (saturated); their sum is taken so that it cannot wrap.
+    const int64_t used = add_sat(add_sat(m.weight_bytes, m.activation_bytes), m.fixed_bytes);
+    m.free_bytes = used == std::numeric_limits<int64_t>::max() ? -used : device_bytes - used;
     m.kv_tokens = m.free_bytes > 0 && m.kv_bytes_per_token > 0 ? m.free_bytes / m.kv_bytes_per_token : 0;
     m.min_kv_tokens = min_kv;
-    m.fits = m.free_bytes >= 0 && m.free_bytes >= min_kv * m.kv_bytes_per_token;
-    const int64_t headroom = m.free_bytes - min_kv * m.kv_bytes_per_token;
+    const int64_t kv_needed = mul_sat(min_kv, m.kv_bytes_per_token);
+    m.fits = m.free_bytes >= 0 && m.free_bytes >= kv_needed;
+    const int64_t headroom = m.free_bytes < 0 ? m.free_bytes : m.free_bytes - kv_needed;
     if (p == 0 || headroom < worst_headroom) {
       worst_headroom = headroom;
       out.worst_stage = p;
@@ -134,14 +139,14 @@ std::string describe_stage_memory(const StageMemory& m) {
     if (i > 0) detail += ", ";
     detail += fmt::format("{} {}", part_name(parts[i].second), format_bytes(parts[i].first));
   }
-  const int64_t used = m.weight_bytes + m.activation_bytes + m.fixed_bytes;
+  const int64_t used = add_sat(add_sat(m.weight_bytes, m.activation_bytes), m.fixed_bytes);
   const std::string head = fmt::format(
       "stage {} (layers {}-{}): weights {} ({}) + activations {} + fixed {} = {} of {}", m.stage, m.first_layer,
       m.first_layer + m.n_layers - 1, format_bytes(m.weight_bytes), detail, format_bytes(m.activation_bytes),
       format_bytes(m.fixed_bytes), format_bytes(used), format_bytes(m.capacity_bytes));
   if (m.free_bytes < 0) {
     return fmt::format("{}, {} over before any KV cache ({} needed for {} tokens at {}/token)", head,
-                       format_bytes(-m.free_bytes), format_bytes(m.min_kv_tokens * m.kv_bytes_per_token),
+                       format_bytes(-m.free_bytes), format_bytes(mul_sat(m.min_kv_tokens, m.kv_bytes_per_token)),
                        format_count(m.min_kv_tokens), format_bytes(m.kv_bytes_per_token));
   }
   return fmt::format("{}, leaving {} for KV at {}/token = {} tokens (needs {})", head, format_bytes(m.free_bytes),

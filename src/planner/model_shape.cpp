@@ -3,11 +3,10 @@
 #include "planner/model_shape.h"
 
 #include <algorithm>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
 
 #include "base/check.h"
+#include "base/input.h"
 
 namespace sy {
 
@@ -19,7 +18,7 @@ DType read_dtype(const ConfigJson& cfg) {
   if (name == "bfloat16") return DType::bf16;
   if (name == "float16") return DType::f16;
   if (name == "float32") return DType::f32;
-  SY_FAIL("{}: dtype '{}' is not one of bfloat16, float16, float32", cfg.source(), name);
+  SY_FAIL("{}: dtype '{}' is not one of bfloat16, float16, float32", cfg.source(), cut_for_message(name));
 }
 
 void read_common(const ConfigJson& cfg, ModelShape& s) {
@@ -159,6 +158,37 @@ ModelShape read_glm4_moe(const ConfigJson& cfg) {
   return s;
 }
 
+// Each size is bounded by ConfigJson; their products are bounded here, before anything is sized from them,
+// so that every byte count of the planner fits in 64 bits and a dry run binds a bounded number of tensors.
+// The bounds are about a thousand times the largest published models (1T parameters, 61 layers x 384
+// experts).
+constexpr double kMaxParams = 1e15;
+constexpr int64_t kMaxExpertLayers = 1 << 20;
+
+void check_model_size(const ModelShape& s, const std::string& source) {
+  SY_CHECK(s.moe.n_experts == 0 || s.moe.top_k <= s.moe.n_experts,
+           "{}: num_experts_per_tok {} exceeds the {} experts; it must be in [1, {}]", source, s.moe.top_k,
+           s.moe.n_experts, s.moe.n_experts);
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  const AttentionShape& a = s.attn;
+  const double h = d(s.hidden);
+  const double attention = h * d(a.n_heads) * d(a.head_dim + a.v_head_dim) + 2 * h * d(a.kv_heads) * d(a.head_dim) +
+                           d(a.q_lora_rank) * (h + d(a.n_heads) * d(a.head_dim)) +
+                           d(a.kv_lora_rank) * (h + d(a.n_heads) * d(a.qk_nope_head_dim + a.v_head_dim)) +
+                           d(a.index_n_heads) * d(a.index_head_dim) * (h + d(a.q_lora_rank));
+  const double ffn = 3 * h * (d(s.moe.n_experts) * d(s.moe.inter) + d(s.moe.shared_inter) + d(s.dense_inter)) +
+                     h * d(s.moe.n_experts);
+  const double params = d(s.n_layers + s.nextn_layers) * (attention + ffn) + 2 * d(s.vocab) * h;
+  SY_CHECK(params <= kMaxParams,
+           "{}: the config describes about {:.3g} parameters, over the {:.0e} this engine accepts; check "
+           "num_hidden_layers, hidden_size, intermediate sizes, experts and vocab_size",
+           source, params, kMaxParams);
+  SY_CHECK(s.moe.n_experts * (s.n_layers + s.nextn_layers) <= kMaxExpertLayers,
+           "{}: {} experts in each of {} layers make {} expert tensor sets, over the {} this engine accepts", source,
+           s.moe.n_experts, s.n_layers + s.nextn_layers, s.moe.n_experts * (s.n_layers + s.nextn_layers),
+           kMaxExpertLayers);
+}
+
 struct ArchReader {
   const char* architecture;
   ModelShape (*read)(const ConfigJson&);
@@ -210,32 +240,26 @@ ModelShape read_model_shape(const ConfigJson& cfg, const WeightQuant& quant) {
     s.quant = quant;
     SY_CHECK(s.attn.n_heads >= 1 && s.hidden >= 1, "{}: num_attention_heads and hidden_size must be positive",
              cfg.source());
+    check_model_size(s, cfg.source());
     return s;
   }
   std::string known;
   for (const auto& a : planner_architectures()) known += (known.empty() ? "" : ", ") + a;
-  SY_FAIL("{}: architecture '{}' is not known to the planner; known: {}", cfg.source(), arch, known);
+  SY_FAIL("{}: architecture '{}' is not known to the planner; known: {}", cfg.source(), cut_for_message(arch), known);
 }
 
 ModelShape load_model_shape(const std::filesystem::path& dir) {
   const ConfigJson cfg = ConfigJson::load(dir);
   WeightQuant quant;
-  std::ifstream in(dir / "config.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  const auto j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_object()) {
-    if (auto q = j.find("quantization_config"); q != j.end() && q->is_object()) {
-      quant.method = q->value("quant_method", std::string("unknown"));
-      if (auto b = q->find("weight_block_size"); quant.method == "fp8" && b != q->end()) {
-        SY_CHECK(b->is_array() && b->size() == 2 && (*b)[0].is_number_integer() && (*b)[1].is_number_integer() &&
-                     (*b)[0].get<int64_t>() > 0 && (*b)[1].get<int64_t>() > 0,
-                 "{}: quantization_config.weight_block_size must be two positive integers, got {}", cfg.source(),
-                 b->dump());
-        quant.block_fp8 = true;
-        quant.block_rows = (*b)[0].get<int64_t>();
-        quant.block_cols = (*b)[1].get<int64_t>();
-      }
+  if (const std::optional<ConfigJson> q = cfg.child("quantization_config")) {
+    quant.method = q->get_string("quant_method", "unknown");
+    if (quant.method == "fp8" && q->has("weight_block_size")) {
+      const std::vector<int64_t> block = q->get_int_list("weight_block_size");
+      SY_CHECK(block.size() == 2 && block[0] > 0 && block[1] > 0,
+               "{}: weight_block_size must be two positive integers, got {} values", q->source(), block.size());
+      quant.block_fp8 = true;
+      quant.block_rows = block[0];
+      quant.block_cols = block[1];
     }
   }
   return read_model_shape(cfg, quant);

@@ -12,8 +12,9 @@ namespace sy {
 
 LoadedWeights load_weights(const std::filesystem::path& dir, const ModelShape& shape, bool config_only) {
   bool has_safetensors = false;
-  if (!config_only && std::filesystem::is_directory(dir)) {
-    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+  std::error_code ec;
+  if (!config_only && std::filesystem::is_directory(dir, ec)) {
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
       if (e.path().extension() == ".safetensors") has_safetensors = true;
     }
   }
@@ -25,7 +26,8 @@ LoadedWeights load_weights(const std::filesystem::path& dir, const ModelShape& s
   const Checkpoint ckpt = Checkpoint::open(dir);
   return {.table = weights_from_checkpoint(shape, ckpt),
           .source = fmt::format("safetensors headers ({} tensors, {})", ckpt.tensors().size(),
-                                format_bytes(static_cast<int64_t>(ckpt.total_bytes())))};
+                                format_bytes(static_cast<int64_t>(ckpt.total_bytes()))),
+          .from_checkpoint = true};
 }
 
 PlanTarget load_plan_target(const std::filesystem::path& dir, const Cluster& cluster, const MemoryOptions& memory,
@@ -37,6 +39,7 @@ PlanTarget load_plan_target(const std::filesystem::path& dir, const Cluster& clu
   LoadedWeights w = load_weights(dir, t.shape, config_only);
   t.weights = std::move(w.table);
   t.weights_source = std::move(w.source);
+  t.weights_from_checkpoint = w.from_checkpoint;
   return t;
 }
 
@@ -118,10 +121,19 @@ std::vector<std::string> nearest(const Plan& plan, const LayoutRequest& req, con
 
 }  // namespace
 
+// Checking one layout maps every rank (node spans), so a plan costs layouts x GPUs; this bound keeps it
+// within a few seconds (4096 GPUs: 4,550 layouts; 2520 GPUs, with its many divisors: 79,625).
+constexpr int64_t kMaxPlanWork = 50'000'000;
+
 Plan make_plan(const PlanTarget& t, bool all_dense_tp) {
   Plan plan;
   std::map<std::string, RuleSummary> by_rule;
-  for (const ParallelSizes& s : enumerate_layouts(t.cluster.gpus, all_dense_tp)) {
+  const std::vector<ParallelSizes> candidates = enumerate_layouts(t.cluster.gpus, all_dense_tp);
+  SY_CHECK(static_cast<int64_t>(candidates.size()) * t.cluster.gpus <= kMaxPlanWork,
+           "{} GPUs have {} layouts to check, too many to rank in reasonable time (layouts x GPUs is limited to {}); "
+           "plan for fewer GPUs (e.g. one node's or a power of two)",
+           t.cluster.gpus, candidates.size(), kMaxPlanWork);
+  for (const ParallelSizes& s : candidates) {
     ++plan.considered;
     LayoutCheck c = check_layout(t, explicit_request(s));
     if (c.rules_pass() && c.memory) {

@@ -22,6 +22,7 @@ struct PlanTarget {
   ModelShape shape;
   WeightTable weights;
   std::string weights_source;  // "safetensors headers of 3 files" or "config.json (no safetensors)"
+  bool weights_from_checkpoint = false;
   Cluster cluster;
   MemoryOptions memory;
   bool check_memory = true;    // false where device memory is unknown (a CPU run without --machine)
@@ -34,6 +35,7 @@ struct PlanTarget {
 struct LoadedWeights {
   WeightTable table;
   std::string source;
+  bool from_checkpoint = false;  // false: sized from config.json
 };
 LoadedWeights load_weights(const std::filesystem::path& dir, const ModelShape& shape, bool config_only);
 

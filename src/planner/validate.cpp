@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "base/check.h"
+#include "base/int_math.h"
 #include "planner/planner.h"
 
 namespace sy {
@@ -20,7 +21,7 @@ void check_model_rules(const PlanTarget& t, const LayoutRequest& req, LayoutChec
   const ParallelSizes& z = c.sizes;
   const AttentionShape& a = s.attn;
   const MoeShape& m = s.moe;
-  const int64_t slots = m.n_experts + t.memory.shard.redundant_experts;
+  const int64_t slots = add_sat(m.n_experts, t.memory.shard.redundant_experts);
   if (m.n_experts > 0 && z.ep > 0 && slots % z.ep != 0) {
     add(c.issues, "experts_divisible", {Axis::ep},
         fmt::format("ep {} must divide the {} expert slots ({} routed + {} redundant): each ep rank holds the same "
@@ -118,7 +119,7 @@ LayoutCheck check_layout(const PlanTarget& t, const LayoutRequest& req) {
     if (c.memory->stages.size() > 1) {
       for (const auto& st : c.memory->stages) {
         others += fmt::format("{}stage {} {}", others.empty() ? "; per stage: " : ", ", st.stage,
-                              format_bytes(st.weight_bytes + st.activation_bytes + st.fixed_bytes));
+                              format_bytes(add_sat(add_sat(st.weight_bytes, st.activation_bytes), st.fixed_bytes)));
       }
     }
     add(c.issues, "memory_fit", {Axis::tp, Axis::dp, Axis::pp, Axis::ep, Axis::etp, Axis::edp, Axis::dense_tp},

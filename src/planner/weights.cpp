@@ -1,9 +1,11 @@
 // Weight tables from config.json or safetensors headers, and the per-rank share of each part.
 #include "planner/weights.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "base/check.h"
+#include "base/int_math.h"
 
 namespace sy {
 
@@ -234,7 +236,8 @@ WeightTable weights_from_checkpoint(const ModelShape& shape, const Checkpoint& c
       int64_t layer = 0;
       bool digits = false;
       while (pos < name.size() && std::isdigit(static_cast<unsigned char>(name[pos]))) {
-        layer = layer * 10 + (name[pos++] - '0');
+        // Saturates: any index past the model's layers is treated alike (an MTP or cut layer).
+        layer = std::min<int64_t>(layer * 10 + (name[pos++] - '0'), int64_t{1} << 40);
         digits = true;
       }
       if (digits && pos < name.size() && name[pos] == '.') {
@@ -273,16 +276,18 @@ std::array<int64_t, kPartCount> rank_weight_bytes(const WeightTable& table, cons
   std::array<int64_t, kPartCount> b{};
   const int64_t kv = shape.attn.kv_heads;
   const int64_t local_kv = ceil_div(kv, sz.tp);
-  const int64_t slots = shape.moe.n_experts + opt.redundant_experts;
-  const int64_t local_experts = ceil_div(slots, sz.ep);
+  const int64_t slots = add_sat(shape.moe.n_experts, opt.redundant_experts);
+  const int64_t local_experts = ceil_div_sat(slots, sz.ep);
   for (int64_t i = first_layer; i < first_layer + n_layers; ++i) {
     const LayerWeights& l = table.layers[static_cast<size_t>(i)];
     b[idx(Part::attention)] += ceil_div(l.attn_by_heads.bytes, sz.tp) + l.attn_replicated.bytes;
-    if (kv > 0) b[idx(Part::attention)] += ceil_div(l.attn_by_kv_heads.bytes * local_kv, kv);
+    if (kv > 0) b[idx(Part::attention)] += ceil_div_sat(mul_sat(l.attn_by_kv_heads.bytes, local_kv), kv);
     b[idx(Part::norms)] += l.norms.bytes;
     b[idx(Part::router)] += l.router.bytes;
     if (l.experts.bytes > 0 && shape.moe.n_experts > 0) {
-      b[idx(Part::experts)] += ceil_div(l.experts.bytes * local_experts, shape.moe.n_experts * sz.etp);
+      b[idx(Part::experts)] =
+          add_sat(b[idx(Part::experts)],
+                  ceil_div_sat(mul_sat(l.experts.bytes, local_experts), shape.moe.n_experts * int64_t{sz.etp}));
     }
     b[idx(Part::shared_experts)] += ceil_div(l.shared_experts.bytes, sz.dense_tp);
     b[idx(Part::dense_mlp)] += ceil_div(l.dense_mlp.bytes, sz.dense_tp);

@@ -126,7 +126,7 @@ TEST(ModelShape, GlmMoeDsaAndDefaults) {
 TEST(ModelShape, Qwen3SparseStepAndMlpOnlyLayers) {
   const ConfigJson cfg = ConfigJson::parse(R"({"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 64,
       "num_hidden_layers": 6, "vocab_size": 100, "num_attention_heads": 4, "num_key_value_heads": 2,
-      "num_local_experts": 4, "decoder_sparse_step": 2, "mlp_only_layers": [3]})",
+      "num_local_experts": 4, "num_experts_per_tok": 2, "decoder_sparse_step": 2, "mlp_only_layers": [3]})",
                                            "q.json");
   const ModelShape s = read_model_shape(cfg, {});
   EXPECT_EQ(s.moe.n_experts, 4);  // transformers 5 spelling
