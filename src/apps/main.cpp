@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   const sy::CommandMain bench_latency = sy::add_bench_latency_command(*bench, launch);
   const sy::CommandMain bench_comm = sy::add_bench_comm_command(*bench, launch);
   const sy::CommandMain bench_tokenize = sy::add_bench_tokenize_command(*bench);
+  const sy::CommandMain bench_serve = sy::add_bench_serve_command(*bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
     if (bench->got_subcommand("latency")) return bench_latency();
     if (bench->got_subcommand("comm")) return bench_comm();
     if (bench->got_subcommand("tokenize")) return bench_tokenize();
+    if (bench->got_subcommand("serve")) return bench_serve();
   } catch (const sy::Error& e) {
     return launch.fail(e.what(), false);
   } catch (const std::exception& e) {

@@ -25,7 +25,8 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
     {"runtime", {"runtime", "text", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
     {"server", {"server", "runtime", "text", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
     {"planner", {"planner", "parallel", "io", "tensor", "base"}},
-    {"apps", {"apps", "server", "planner", "runtime", "text", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
+    {"bench_client", {"bench_client", "base"}},
+    {"apps", {"apps", "bench_client", "server", "planner", "runtime", "text", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
 };
 
 TEST(Layering, NoIncludeReachesUpward) {
