@@ -4,8 +4,10 @@
 # 64, 256, 1024), and `switchyard bench latency` on the same checkpoint at the same batch sizes.
 # Fits one 10-minute device call:
 #   run(command="bash bench/results/serve-sweep-run.sh", carry=[".devcarry"], timeout_s=600)
-# It needs in .devcarry/: switchyard (CUDA build), libs.tar.xz, mpilibs.tar.xz, qwen3-tok/ (tokenizer.json +
-# tokenizer_config.json with the chat template) and wheels/ (transformers serve's missing packages:
+# It needs in .devcarry/: switchyard (CUDA build: serve, bench latency), switchyard-cpu (a CPU build of this
+# tree, `cp build/switchyard .devcarry/switchyard-cpu`: bench serve and the tokenizer server, so the client
+# needs no CUDA rebuild), libs.tar.xz, mpilibs.tar.xz, qwen3-tok/ (tokenizer.json + tokenizer_config.json
+# with the chat template) and wheels/ (transformers serve's missing packages:
 #   python3 -m pip download --python-version 3.12 --only-binary=:all: --platform manylinux2014_x86_64 \
 #     --platform manylinux_2_28_x86_64 --dest .devcarry/wheels fastapi uvicorn pydantic starlette openai rich psutil
 #   python3 -m pip download --python-version 3.12 --only-binary=:all: --platform manylinux2014_x86_64 \
@@ -14,6 +16,8 @@
 # latency-switchyard.{json,txt}, serve-h200-sweep.svg and summary.txt.
 set -o pipefail
 D=.devcarry
+B=$D/switchyard-cpu  # the client (and the CPU tokenizer server)
+[ -x $B ] || B=$D/switchyard
 OUT=${OUT:-/tmp/serve-sweep-out}
 mkdir -p "$OUT"
 MODEL=/tmp/qwen3-30b-a3b-12l  # the GPU machine's disk: written once, reused while the machine is held
@@ -52,7 +56,7 @@ stop() { kill -TERM "$1" 2>/dev/null; for _ in $(seq 1 30); do kill -0 "$1" 2>/d
 python3 bench/make_qwen3_12layer.py --out $MODEL --tokenizer $D/qwen3-tok > "$OUT/make-model.txt" 2>&1 \
   || { cat "$OUT/make-model.txt"; exit 1; }
 log "$(tail -1 "$OUT/make-model.txt")"
-$D/switchyard serve --model tests/fixtures/text/qwen3_tiny_random --random-weights --tokenizer $D/qwen3-tok \
+$B serve --model tests/fixtures/text/qwen3_tiny_random --random-weights --tokenizer $D/qwen3-tok \
   --port $TOK_PORT > "$OUT/tokenizer-server-log.txt" 2>&1 &
 tok_pid=$!
 wait_up http://127.0.0.1:$TOK_PORT/health 60 $tok_pid || { log "tokenizer server did not start"; tail "$OUT/tokenizer-server-log.txt"; exit 1; }
@@ -69,7 +73,7 @@ for running in 1024 256; do
 done
 [ -n "$sy_pid" ] || { log "switchyard serve did not start"; stop $tok_pid; exit 1; }
 log "switchyard serve up (--max-running-requests $running)"
-timeout 200 $D/switchyard bench serve --base-url http://127.0.0.1:$SY_PORT $SWEEP --ignore-eos --label switchyard \
+timeout 200 $B bench serve --base-url http://127.0.0.1:$SY_PORT $SWEEP --ignore-eos --label switchyard \
   --json "$OUT/serve-switchyard.json" > "$OUT/serve-switchyard.txt" 2>&1
 log "switchyard sweep rc=$?"
 curl -s http://127.0.0.1:$SY_PORT/metrics | grep -v _bucket > "$OUT/switchyard-metrics.txt"
@@ -93,7 +97,7 @@ if wait_up http://127.0.0.1:$HF_PORT/v1/models 120 $hf_pid; then
   left=$((570 - SECONDS))
   # ignore_eos and stream_options first; fewer fields if its warmup is refused.
   for extra in "--ignore-eos" "--ignore-eos --no-stream-usage" "--no-stream-usage"; do
-    timeout $left $D/switchyard bench serve --base-url http://127.0.0.1:$HF_PORT --model $MODEL $SWEEP $extra \
+    timeout $left $B bench serve --base-url http://127.0.0.1:$HF_PORT --model $MODEL $SWEEP $extra \
       --label transformers --json "$OUT/serve-transformers.json" > "$OUT/serve-transformers.txt" 2>&1
     rc=$?
     log "transformers sweep ($extra) rc=$rc"
