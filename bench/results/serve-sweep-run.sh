@@ -29,6 +29,12 @@ PROMPTS=4,20,128,512,1024  # per level: at least two rounds of the level below 1
 SWEEP="--backend chat --dataset random --random-input-len 512 --random-output-len 128 --random-range-ratio 1
        --max-concurrency $LEVELS --num-prompts $PROMPTS --seed 1 --warmup-requests 4 --tokenizer-url http://127.0.0.1:$TOK_PORT"
 log() { echo "[$(printf '%4d' $SECONDS) s] $*" | tee -a "$OUT/summary.txt"; }
+# The device tool brings back at most 8 files: everything is packed into sweep.tar.gz beside summary.txt.
+pack() {
+  tar -C "$OUT" -czf /tmp/sweep.tar.gz --exclude sweep.tar.gz . && find "$OUT" -mindepth 1 ! -name summary.txt -delete &&
+    mv /tmp/sweep.tar.gz "$OUT/"
+}
+trap pack EXIT
 
 mkdir -p /tmp/lib && tar -C /tmp/lib -xJf $D/libs.tar.xz
 if ! ldconfig -p | grep -q libmpi_cxx.so.40; then
