@@ -95,6 +95,7 @@ log "bench latency rc=$?"
 python3 -m pip install -q --no-index --find-links $D/wheels fastapi uvicorn pydantic starlette openai rich accelerate \
   psutil > "$OUT/pip-install.txt" 2>&1
 log "wheels installed rc=$?"
+mkdir -p /root/.cache/huggingface/hub  # its /v1/models scans the Hub cache and fails when the folder is missing
 transformers serve $MODEL --continuous-batching --device cuda:0 --dtype bfloat16 --host 127.0.0.1 \
   --port $HF_PORT > "$OUT/transformers-serve-log.txt" 2>&1 &
 hf_pid=$!

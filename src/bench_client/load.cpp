@@ -353,7 +353,15 @@ void Stream::on_event(std::string_view data, Clock::time_point now) {
 void Stream::finish(std::string error) {
   out_.latency_s = seconds(Clock::now() - start_);
   out_.output_tokens = usage_tokens_ >= 0 ? usage_tokens_ : out_.chunks;
-  if (error.empty() && out_.chunks == 0) error = "the stream ended without any text";
+  if (error.empty() && out_.chunks == 0) {
+    // Tokens that decode to no text (a random model's padded vocabulary rows, skipped special tokens) make
+    // no chunk; with the server's usage the request still generated, and its first text came at the end.
+    if (usage_tokens_ > 0) {
+      out_.ttft_s = out_.latency_s;
+    } else {
+      error = "the stream ended without any text";
+    }
+  }
   out_.success = error.empty();
   out_.error = std::move(error);
   std::optional<tcp::socket> keep;

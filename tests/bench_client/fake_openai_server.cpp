@@ -81,7 +81,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     prompt_tokens_ =
         body.contains("prompt") && body["prompt"].is_array() ? static_cast<int64_t>(body["prompt"].size()) : 0;
     cut_at_ = o.cut_every > 0 && n % o.cut_every == o.cut_every - 1 ? tokens_ / 2 : -1;
-    sent_ = 0;
+    sent_ = o.silent_every > 0 && n % o.silent_every == o.silent_every - 1 ? tokens_ : 0;
     out_ = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
     write_next();
   }

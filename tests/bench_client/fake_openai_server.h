@@ -13,6 +13,9 @@ namespace sy::test {
 struct FakeServerOptions {
   int fail_every = 0;  // > 0: completion requests n with n % fail_every == fail_every - 1 get a 500
   int cut_every = 0;   // > 0: those with n % cut_every == cut_every - 1 (and not failed) close after half the chunks
+  // > 0: those with n % silent_every == silent_every - 1 generate tokens that decode to no text: no text
+  // chunks, only the usage chunk (when asked) and [DONE].
+  int silent_every = 0;
 };
 
 // Routes: GET /v1/models, POST /v1/completions and /v1/chat/completions (streaming only), POST /tokenize

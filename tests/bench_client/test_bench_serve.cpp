@@ -132,6 +132,27 @@ TEST_F(BenchServe, FailedAndCutRequestsAreCountedAsFailed) {
   EXPECT_NE(r.output.find("stream cut after 5 chunks"), std::string::npos) << r.output;
 }
 
+// A stream whose tokens decode to no text has no text chunk; the server's usage still says it generated,
+// so it counts as completed (its first text came at the end), and without usage it cannot be told apart
+// from a stream that produced nothing, so it fails.
+TEST_F(BenchServe, StreamsWithoutTextCountByTheirUsage) {
+  FakeOpenAiServer server({.silent_every = 4});
+  const std::string args = url(server.port()) +
+                           " --num-prompts 20 --random-input-len 8 --random-output-len 10 --random-range-ratio 1"
+                           " --max-concurrency 1 --warmup-requests 0 --json ";
+  const BenchRun with_usage = bench_serve(args + out("usage.json"));
+  ASSERT_EQ(with_usage.rc, 0) << with_usage.output;
+  const json a = read_json(out("usage.json"));
+  EXPECT_EQ(a["completed"], 20);
+  EXPECT_EQ(a["total_output_tokens"], 20 * 10);
+  const BenchRun without = bench_serve(args + out("no-usage.json") + " --no-stream-usage");
+  EXPECT_EQ(without.rc, 1) << without.output;
+  const json b = read_json(out("no-usage.json"));
+  EXPECT_EQ(b["completed"], 15);
+  EXPECT_EQ(b["failed"], 5);
+  EXPECT_NE(without.output.find("the stream ended without any text"), std::string::npos) << without.output;
+}
+
 TEST_F(BenchServe, SweepWritesOneFilePerLevelAndASummary) {
   FakeOpenAiServer server;
   const BenchRun r = bench_serve(url(server.port()) +
