@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 scripts/setup.sh -DSY_WITH_MPI=ON
 ctest --test-dir build -L cpu --output-on-failure -j"$(nproc)"
+ctest --test-dir build -L robust --output-on-failure -j"$(nproc)"
 # One mpirun at a time: each oversubscribes the cores already.
 ctest --test-dir build -L mpi --output-on-failure
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "base/input.h"
 
 namespace sy {
 
@@ -84,7 +85,7 @@ RopeTable compute_rope_table(const RopeConfig& rope, int64_t rotary_dim, int64_t
   if (rope.type == "yarn") return yarn(rope, rotary_dim, max_position_embeddings);
   if (rope.type == "llama3") return llama3(rope, rotary_dim, max_position_embeddings);
   SY_CHECK(rope.type == "default" || rope.type == "linear",
-           "rope type '{}' is not supported; supported: default, linear, yarn, llama3", rope.type);
+           "rope type '{}' is not supported; supported: default, linear, yarn, llama3", cut_for_message(rope.type));
   RopeTable t;
   for (float pf : base_pos_freqs(rope.theta, rotary_dim)) {
     float inv = 1.0f / pf;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "base/input.h"
 #include "base/log.h"
 
 namespace sy {
@@ -68,7 +69,7 @@ DeepseekMoe read_deepseek_moe(const ConfigJson& cfg, int64_t hidden, int64_t n_l
   SY_CHECK(c.top_k <= c.topk_group * (c.n_experts / c.n_group), "{}: num_experts_per_tok {} exceeds the {} experts "
            "of topk_group {} groups", cfg.source(), c.top_k, c.topk_group * (c.n_experts / c.n_group), c.topk_group);
   const auto act = cfg.get_string("hidden_act", "silu");
-  SY_CHECK(act == "silu", "{}: hidden_act '{}' is not supported; this family uses 'silu'", cfg.source(), act);
+  SY_CHECK(act == "silu", "{}: hidden_act '{}' is not supported; this family uses 'silu'", cfg.source(), cut_for_message(act));
 
   const auto types = cfg.get_string_list("mlp_layer_types");
   if (!types.empty()) {

@@ -1,6 +1,7 @@
 // Mixtral (MixtralForCausalLM): GQA, optional sliding window, softmax top-k routing always renormalised,
 // experts named block_sparse_moe.experts.{e}.w1 (gate), w3 (up), w2 (down).
 #include "base/check.h"
+#include "base/input.h"
 #include "model/archs/archs.h"
 #include "model/transformer.h"
 
@@ -20,7 +21,7 @@ std::unique_ptr<Model> build_mixtral(const ConfigJson& cfg, const LoadOptions& o
   const int64_t inter = cfg.get_int("intermediate_size", 14336, 1);
   const double eps = cfg.get_double("rms_norm_eps", 1e-5);
   const auto act = cfg.get_string("hidden_act", "silu");
-  SY_CHECK(act == "silu", "{}: hidden_act '{}' is not supported; Mixtral uses 'silu'", cfg.source(), act);
+  SY_CHECK(act == "silu", "{}: hidden_act '{}' is not supported; Mixtral uses 'silu'", cfg.source(), cut_for_message(act));
   SY_CHECK(n_heads % kv_heads == 0, "{}: num_attention_heads {} must be a multiple of num_key_value_heads {}",
            cfg.source(), n_heads, kv_heads);
   SY_CHECK(top_k <= n_experts, "{}: num_experts_per_tok {} exceeds num_local_experts {}", cfg.source(), top_k,

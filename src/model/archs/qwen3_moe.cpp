@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "base/input.h"
 #include "model/archs/archs.h"
 #include "model/transformer.h"
 
@@ -29,7 +30,7 @@ std::unique_ptr<Model> build_qwen3_moe(const ConfigJson& cfg, const LoadOptions&
   const bool attention_bias = cfg.get_bool("attention_bias", false);
   const double eps = cfg.get_double("rms_norm_eps", 1e-6);
   const auto act = cfg.get_string("hidden_act", "silu");
-  SY_CHECK(act == "silu", "{}: hidden_act '{}' is not supported; Qwen3-MoE uses 'silu'", cfg.source(), act);
+  SY_CHECK(act == "silu", "{}: hidden_act '{}' is not supported; Qwen3-MoE uses 'silu'", cfg.source(), cut_for_message(act));
   SY_CHECK(n_heads % kv_heads == 0, "{}: num_attention_heads {} must be a multiple of num_key_value_heads {}",
            cfg.source(), n_heads, kv_heads);
   SY_CHECK(n_experts == 0 || top_k <= n_experts, "{}: num_experts_per_tok {} exceeds num_experts {}", cfg.source(),
