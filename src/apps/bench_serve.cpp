@@ -141,8 +141,9 @@ int run_bench_serve(const BenchServeOptions& o) {
   }
 
   bench::HttpSession server(url, api_key);
-  auto [served, max_model_len] = served_model(server);
-  request.model = o.model.empty() ? served : o.model;
+  // With --model the server's list is not needed (transformers serve lists only models of the Hub cache).
+  auto [served, max_model_len] = o.model.empty() ? served_model(server) : std::pair<std::string, int64_t>{o.model, 0};
+  request.model = served;
 
   // The prompts: enough for the largest level, each level taking the first ones.
   int64_t most_prompts = 0;
