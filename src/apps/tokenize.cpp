@@ -1,11 +1,10 @@
 // `switchyard tokenize`: text (or a chat message through the template) to token ids with the model
 // folder's tokenizer, and ids back to text.
-#include <fstream>
-#include <sstream>
 
 #include "apps/commands.h"
 #include "apps/text_input.h"
 #include "base/check.h"
+#include "base/input.h"
 
 namespace sy {
 
@@ -24,11 +23,7 @@ struct TokenizeOptions {
 };
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  SY_CHECK(in.good(), "--file {}: cannot open it; give a readable text file", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_regular_file(path, uint64_t{1} << 30, "--file");
 }
 
 int run_tokenize(const TokenizeOptions& o) {

@@ -2,10 +2,9 @@
 // context transformers' apply_chat_template builds.
 #include "text/chat_template.h"
 
-#include <fstream>
-#include <sstream>
 
 #include "base/check.h"
+#include "base/input.h"
 #include "text/jinja/interpreter.h"
 #include "text/jinja/parser.h"
 
@@ -13,16 +12,14 @@ namespace sy::text {
 namespace {
 
 std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  SY_CHECK(in, "cannot open {}", path.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_regular_file(path, kMaxJsonFileBytes, "chat template file");
 }
 
 nlohmann::ordered_json read_json(const std::filesystem::path& path) {
   try {
-    return nlohmann::ordered_json::parse(read_file(path));
+    const std::string text = read_file(path);
+    check_json_depth(text, path.string());
+    return nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     SY_FAIL("{} is not valid JSON: {}", path.string(), e.what());
   }

@@ -2,11 +2,10 @@
 #include "text/generation_config.h"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "base/check.h"
+#include "base/input.h"
 #include "text/tokenizer.h"
 
 namespace sy::text {
@@ -19,13 +18,9 @@ namespace fs = std::filesystem;
 nlohmann::json read_optional_json(const fs::path& file) {
   std::error_code ec;
   if (!fs::exists(file, ec)) return nullptr;
-  SY_CHECK(fs::is_regular_file(file, ec), "{} is not a regular file; remove it or replace it by the model's file",
-           file.string());
-  std::ifstream in(file, std::ios::binary);
-  SY_CHECK(in.good(), "cannot read {}", file.string());
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  const std::string text = read_regular_file(file, kMaxJsonFileBytes, file.filename().string());
+  check_json_depth(text, file.string());
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   SY_CHECK(!j.is_discarded() && j.is_object(), "{} is not a JSON object; the file is truncated or malformed",
            file.string());
   return j;

@@ -1,9 +1,9 @@
 // Reads tiktoken vocabularies as Kimi K2 ships them: tiktoken.model ("base64 rank" lines) plus
 // tokenizer_config.json (added_tokens_decoder; an optional "pat_str"), with Kimi's split pattern.
-#include <fstream>
 #include <map>
 
 #include "base/check.h"
+#include "base/input.h"
 #include "text/tokenizer_impl.h"
 
 namespace sy::text::detail {
@@ -137,9 +137,8 @@ void split_kimi_parts(std::string_view text, std::vector<std::string_view>& part
 std::unique_ptr<Tokenizer::Impl> load_tiktoken(const fs::path& model_file, const json& config,
                                                const fs::path& config_file) {
   const std::string where = model_file.string(), cwhere = config_file.string();
-  std::ifstream in(model_file, std::ios::binary);
-  SY_CHECK(in.good(), "{}: cannot open the file for reading", where);
-  std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Kimi K2's is 2.8 MB; 256 MiB bounds what a file can make us allocate.
+  const std::string contents = read_regular_file(model_file, uint64_t{256} << 20, "tiktoken.model");
 
   Vocab ranks;
   ranks.reserve(contents.size() / 12 + 16, contents.size() / 2);

@@ -2,9 +2,9 @@
 // post-processor), decode, and the DecodeStream-style incremental decoder.
 #include "text/tokenizer.h"
 
-#include <fstream>
 
 #include "base/check.h"
+#include "base/input.h"
 #include "text/tokenizer_impl.h"
 
 namespace sy::text {
@@ -15,9 +15,8 @@ using namespace detail;
 namespace {
 
 nlohmann::json read_json_file(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  SY_CHECK(in.good(), "{}: cannot open the file for reading", file.string());
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_regular_file(file, kMaxJsonFileBytes, "tokenizer file");
+  check_json_depth(text, file.string());
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   SY_CHECK(!j.is_discarded(), "{}: not valid JSON (truncated or malformed); re-download the tokenizer files",
            file.string());

@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include "base/check.h"
+#include "base/input.h"
 #include "text/tokenizer_impl.h"
 
 namespace sy::text::detail {
@@ -96,7 +97,8 @@ Pattern read_pattern(const json& j, std::string_view where) {
 
 std::string component_type(const json& j, std::string_view where) {
   SY_CHECK(j.is_object(), "{}: expected an object, got {}", where, j.type_name());
-  return json_string(j, "type", where);
+  // Cut for messages: every known type is a short name, so a cut one stays unknown.
+  return cut_for_message(json_string(j, "type", where));
 }
 
 void read_normalizer(const json& j, std::string_view where, std::vector<NormalizerStep>& steps) {
@@ -437,8 +439,8 @@ void apply_config_bos_eos(Tokenizer::Impl& impl, const json& config, std::string
 std::unique_ptr<Tokenizer::Impl> load_tokenizer_json(const fs::path& file, const std::optional<json>& config,
                                                      const fs::path& config_file) {
   const std::string where = file.string();
-  simdjson::padded_string text;
-  SY_CHECK(simdjson::padded_string::load(where).get(text) == simdjson::SUCCESS, "{}: cannot read the file", where);
+  // The largest published tokenizer.json files are about 30 MB; 1 GiB bounds what a file makes us allocate.
+  const simdjson::padded_string text(read_regular_file(file, uint64_t{1} << 30, "tokenizer.json"));
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (const auto e = parser.parse(text).get(root); e != simdjson::SUCCESS) {
@@ -454,7 +456,8 @@ std::unique_ptr<Tokenizer::Impl> load_tokenizer_json(const fs::path& file, const
     if (field.key != "vocab" && field.key != "merges") model_options[std::string(field.key)] = to_json(field.value);
   }
   const std::string model_type = json_string(model_options, "type", where + " model", "BPE");
-  SY_CHECK(model_type == "BPE", "{}: model type \"{}\" is not supported (supported: BPE)", where, model_type);
+  SY_CHECK(model_type == "BPE", "{}: model type \"{}\" is not supported (supported: BPE)", where,
+           cut_for_message(model_type));
   auto impl = std::make_unique<Tokenizer::Impl>(where, read_bpe(model_obj, model_options, where));
   impl->vocab_size = std::get<BpeModel>(impl->model).vocab().end_id();
 
