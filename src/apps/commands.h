@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "parallel/mapping.h"
 #include "planner/planner.h"
@@ -16,6 +17,11 @@ class Communicator;
 class Launch;
 
 using CommandMain = std::function<int()>;
+
+// "1,2,3" → its integers, each in [0, max_value]; a bad item throws sy::Error
+// "<flag>: '<item>' is not <noun>; <hint>". Defined in plan.cpp.
+std::vector<int64_t> parse_int_list(const std::string& text, int64_t max_value, const std::string& flag,
+                                    const std::string& noun, const std::string& hint);
 
 // generate runs as one rank or as a rank of `launch` (which outlives the returned function).
 CommandMain add_generate_command(CLI::App& app, Launch& launch);

@@ -84,27 +84,37 @@ int run_plan(const PlanOptions& o) {
 
 }  // namespace
 
+std::vector<int64_t> parse_int_list(const std::string& text, int64_t max_value, const std::string& flag,
+                                    const std::string& noun, const std::string& hint) {
+  std::vector<int64_t> values;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    SY_CHECK(used == item.size() && !item.empty() && v >= 0 && v <= max_value, "{}: '{}' is not {}; {}", flag,
+             cut_for_message(item), noun, hint);
+    values.push_back(v);
+    pos = comma + 1;
+  }
+  return values;
+}
+
 LayoutRequest LayoutFlags::request() const {
   LayoutRequest r;
   for (size_t i = 0; i < kAxes.size(); ++i) {
     if (given[i] != nullptr && given[i]->count() > 0) r.set(kAxes[i], sizes[i]);
   }
   if (!pp_layers.empty()) {
-    size_t pos = 0;
-    while (pos <= pp_layers.size()) {
-      const size_t comma = std::min(pp_layers.find(',', pos), pp_layers.size());
-      const std::string item = pp_layers.substr(pos, comma - pos);
-      size_t used = 0;
-      long long v = -1;
-      try {
-        v = std::stoll(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      SY_CHECK(used == item.size() && !item.empty() && v >= 0 && v <= 1'000'000,
-               "--pp-layers: '{}' is not a layer count; give one count per stage, like 30,31", item);
+    for (int64_t v : parse_int_list(pp_layers, 1'000'000, "--pp-layers", "a layer count",
+                                    "give one count per stage, like 30,31")) {
       r.pp_layers.push_back(static_cast<int>(v));
-      pos = comma + 1;
     }
   }
   return r;

@@ -4,6 +4,7 @@
 #include <climits>
 #include <filesystem>
 
+#include "apps/commands.h"
 #include "base/check.h"
 
 namespace sy {
@@ -34,21 +35,9 @@ std::vector<int32_t> encode_chat(const TextModel& model, const std::string& syst
 
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& flag) {
   std::vector<int32_t> ids;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t comma = std::min(text.find(',', pos), text.size());
-    const std::string item = text.substr(pos, comma - pos);
-    size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    SY_CHECK(used == item.size() && !item.empty() && v >= 0 && v <= INT32_MAX,
-             "{}: '{}' is not a token id; give comma-separated non-negative integers like 1,2,3", flag, item);
+  for (int64_t v : parse_int_list(text, INT32_MAX, flag, "a token id",
+                                  "give comma-separated non-negative integers like 1,2,3")) {
     ids.push_back(static_cast<int32_t>(v));
-    pos = comma + 1;
   }
   return ids;
 }
