@@ -179,6 +179,8 @@ struct ServingLoop::Impl {
   std::vector<int64_t> follower_live;   // engine ids added and not released (other ranks)
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
+  StepTotals decode_steps;
+  StepTotals mixed_steps;
 };
 
 ServingLoop::ServingLoop(Engine& engine, Communicator* world) : impl_(std::make_unique<Impl>(engine, world)) {
@@ -279,6 +281,7 @@ void ServingLoop::Impl::run_leader() {
       stop = stopping;
       drain_over = stopping && Clock::now() >= drain_deadline;
     }
+    const Clock::time_point iteration_start = Clock::now();
     asked.insert(asked.end(), sink_failures.begin(), sink_failures.end());
     sink_failures.clear();
     const std::unordered_set<int64_t> abort_ids(asked.begin(), asked.end());
@@ -330,9 +333,17 @@ void ServingLoop::Impl::run_leader() {
     }
     if (!engine.scheduler().idle()) {
       step_start = Clock::now();
+      const int64_t tokens_before = engine.tokens_processed();
+      const int64_t sampled_before = generation_tokens_total;
       SY_CHECK(engine.step(), "the scheduler could not run any of {} waiting requests; the KV cache is too small",
                engine.scheduler().waiting().size());
       emit_step_tokens();
+      // A decode step forwards one token per sequence and samples each; any prefill token makes it mixed.
+      const int64_t tokens = engine.tokens_processed() - tokens_before;
+      StepTotals& kind = tokens == generation_tokens_total - sampled_before ? decode_steps : mixed_steps;
+      ++kind.steps;
+      kind.tokens += tokens;
+      kind.seconds += std::chrono::duration<double>(Clock::now() - iteration_start).count();
     }
     publish_stats();
   }
@@ -447,7 +458,9 @@ void ServingLoop::Impl::publish_stats() {
                   .preemptions = s.preemptions(),
                   .prompt_tokens_total = prompt_tokens_total,
                   .generation_tokens_total = generation_tokens_total,
-                  .steps = engine.steps()};
+                  .steps = engine.steps(),
+                  .decode_steps = decode_steps,
+                  .mixed_steps = mixed_steps};
   std::lock_guard lock(mu);
   published = st;
 }

@@ -46,6 +46,16 @@ struct TokenEvent {
 // is aborted. A sink that throws gets no more tokens; its request is aborted (and it hears that, once).
 using TokenSink = std::function<void(const TokenEvent&)>;
 
+// Loop iterations that ran a forward pass, by kind: `decode` when every token of the step was a decode
+// token (one per sequence, each sampled), `mixed` when prefill tokens shared the step. Seconds are the
+// whole iteration (taking requests in, the forward pass, sampling, handing tokens to the sinks): what a
+// streaming client sees between two tokens.
+struct StepTotals {
+  int64_t steps = 0;
+  double seconds = 0.0;
+  int64_t tokens = 0;  // forward tokens (decode + prefill)
+};
+
 struct ServingStats {
   int64_t running = 0;
   int64_t waiting = 0;            // queued in the engine plus submitted and not yet taken in
@@ -55,6 +65,8 @@ struct ServingStats {
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
   int64_t steps = 0;
+  StepTotals decode_steps;
+  StepTotals mixed_steps;
 };
 
 class ServingLoop {

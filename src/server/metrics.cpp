@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 namespace sy::server {
 
@@ -117,6 +118,25 @@ std::string Metrics::render(const ServingStats& s) const {
           static_cast<double>(s.generation_tokens_total));
   counter("num_preemptions_total", "Cumulative number of preemptions from the engine.",
           static_cast<double>(s.preemptions));
+  // Per kind of step (decode only, or prefill tokens mixed in): how the time per output token splits.
+  for (const auto& [name, help, field] :
+       {std::tuple{"steps_total", "Forward passes run by the serving loop.", &StepTotals::steps},
+        std::tuple{"step_tokens_total", "Tokens forwarded (decode and prefill) by the serving loop.", &StepTotals::tokens}}) {
+    const std::string n = std::string("switchyard:") + name;
+    header(out, n, "counter", help);
+    for (const auto& [kind, totals] : {std::pair{"decode", &s.decode_steps}, std::pair{"mixed", &s.mixed_steps}}) {
+      sample(out, n, fmt::format("{},kind=\"{}\"", labels_, kind), static_cast<double>(totals->*field));
+    }
+  }
+  {
+    const std::string n = "switchyard:step_seconds_total";
+    header(out, n, "counter",
+           "Seconds of serving-loop iterations that ran a forward pass (taking requests in, the pass, sampling, "
+           "handing tokens out).");
+    for (const auto& [kind, totals] : {std::pair{"decode", &s.decode_steps}, std::pair{"mixed", &s.mixed_steps}}) {
+      sample(out, n, fmt::format("{},kind=\"{}\"", labels_, kind), totals->seconds);
+    }
+  }
   std::lock_guard lock(mutex_);
   {
     const std::string n = "switchyard:request_success_total";

@@ -218,7 +218,13 @@ TEST(Metrics, PrometheusText) {
             .output_tokens = 3,
             .finish_reason = "length"});
   const std::string text =
-      m.render({.running = 2, .waiting = 1, .kv_usage = 0.25, .prompt_tokens_total = 7, .generation_tokens_total = 3});
+      m.render({.running = 2,
+                .waiting = 1,
+                .kv_usage = 0.25,
+                .prompt_tokens_total = 7,
+                .generation_tokens_total = 3,
+                .decode_steps = {.steps = 2, .seconds = 0.5, .tokens = 4},
+                .mixed_steps = {.steps = 1, .seconds = 0.25, .tokens = 9}});
   const std::string labels = R"(model_name="my \"model\"")";
   for (const std::string& line :
        std::vector<std::string>{"# TYPE switchyard:num_requests_running gauge",
@@ -227,6 +233,10 @@ TEST(Metrics, PrometheusText) {
                                 "switchyard:kv_cache_usage_perc{" + labels + "} 0.25",
                                 "# TYPE switchyard:prompt_tokens_total counter",
                                 "switchyard:generation_tokens_total{" + labels + "} 3",
+                                "# TYPE switchyard:steps_total counter",
+                                "switchyard:steps_total{" + labels + ",kind=\"decode\"} 2",
+                                "switchyard:step_tokens_total{" + labels + ",kind=\"mixed\"} 9",
+                                "switchyard:step_seconds_total{" + labels + ",kind=\"decode\"} 0.5",
                                 "switchyard:request_success_total{" + labels + ",finished_reason=\"length\"} 1",
                                 "switchyard:request_success_total{" + labels + ",finished_reason=\"stop\"} 0",
                                 "# TYPE switchyard:time_to_first_token_seconds histogram",

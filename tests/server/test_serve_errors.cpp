@@ -202,7 +202,13 @@ TEST(ServeErrors, FullQueueIs503) {
   Clients running(server.port(), {stream});
   ASSERT_TRUE(running.pump([&] { return !sse_events(running.received(0)).empty(); }, 60.0));
   Clients waiting(server.port(), {stream});  // the one sequence slot is taken: this one waits
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Until the server has queued it (a loaded machine may take longer than any fixed sleep).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (get(server.port(), "/metrics").body.find("switchyard:num_requests_waiting{model_name=\"qwen3_tiny_random\"} 1") ==
+             std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    waiting.pump([] { return false; }, 0.05);
+  }
   const HttpResponse refused = post(server.port(), "/v1/completions", R"({"prompt": "y", "max_tokens": 2})");
   EXPECT_EQ(refused.status, 503) << refused.body;
   EXPECT_NE(refused.body.find("--max-queued-requests"), std::string::npos) << refused.body;
