@@ -12,7 +12,9 @@
 #     --platform manylinux_2_28_x86_64 --dest .devcarry/wheels fastapi uvicorn pydantic starlette openai rich psutil
 #   python3 -m pip download --python-version 3.12 --only-binary=:all: --platform manylinux2014_x86_64 \
 #     --no-deps --dest .devcarry/wheels accelerate        # its torch is the machine's own
-# ). Everything lands in $OUT: serve-<engine>-c<level>.json, serve-<engine>.txt (tables), the servers' logs,
+# ). PEER=0 skips transformers serve and reuses its files already recorded in bench/results/serve-sweep-h200/
+# (same checkpoint, traffic and client), for a re-run of switchyard's side alone.
+# Everything lands in $OUT: serve-<engine>-c<level>.json, serve-<engine>.txt (tables), the servers' logs,
 # latency-switchyard.{json,txt}, serve-h200-sweep.svg and summary.txt.
 set -o pipefail
 D=.devcarry
@@ -92,6 +94,10 @@ timeout 120 $D/switchyard bench latency --device cuda --model $MODEL --batch $LE
 log "bench latency rc=$?"
 
 # 4. transformers serve with continuous batching, the same sweep in the time left.
+if [ "${PEER:-1}" = 0 ]; then
+  cp bench/results/serve-sweep-h200/serve-transformers-c*.json bench/results/serve-sweep-h200/serve-transformers.txt "$OUT/"
+  log "transformers serve not run (PEER=0): its recorded sweep is reused"
+else
 python3 -m pip install -q --no-index --find-links $D/wheels fastapi uvicorn pydantic starlette openai rich accelerate \
   psutil > "$OUT/pip-install.txt" 2>&1
 log "wheels installed rc=$?"
@@ -115,6 +121,7 @@ else
   log "transformers serve did not start"; tail -20 "$OUT/transformers-serve-log.txt"
 fi
 stop $hf_pid
+fi
 stop $tok_pid
 
 # 5. The table, the plot, and TPOT against the decode step.
