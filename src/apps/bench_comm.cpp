@@ -16,7 +16,7 @@
 #include "base/check.h"
 #include "model/parallel.h"
 #include "parallel/rank_groups.h"
-#include "planner/model_shape.h"
+#include "arch/model_desc.h"
 #include "planner/report.h"
 
 namespace sy {
@@ -79,7 +79,7 @@ std::string fixed(double v, int precision) { return fmt::format("{:.{}f}", v, pr
 // What every rank checks before the first collective.
 struct CommPlan {
   std::vector<int64_t> sweep;       // all-reduce sizes in bytes, min_bytes × 2^i up to max_bytes
-  std::optional<ModelShape> shape;  // with --model
+  std::optional<ModelDesc> shape;  // with --model
 };
 
 CommPlan check_options(const CommOptions& o, int ranks) {
@@ -93,8 +93,8 @@ CommPlan check_options(const CommOptions& o, int ranks) {
   for (int64_t b = lo; b <= hi; b *= 2) plan.sweep.push_back(b);
   for (int64_t t : o.tokens) SY_CHECK(t >= 1, "--tokens must be >= 1, got {}", t);
   if (!o.model.empty()) {
-    plan.shape = load_model_shape(o.model);
-    const MoeShape& m = plan.shape->moe;
+    plan.shape = load_model_desc(o.model);
+    const MoeDesc& m = plan.shape->moe;
     SY_CHECK(m.n_experts > 0 && m.top_k > 0, "{}: {} has no routed experts to dispatch to", o.model,
              plan.shape->architecture);
     SY_CHECK(m.n_experts % ranks == 0,
@@ -203,7 +203,7 @@ double all_to_all_busbw(double bytes_per_rank, double us, int n) {
 
 // One MoE layer's exchanges for `tokens` tokens on every rank, as moe_forward_parallel runs them with ep = the
 // launch's ranks (etp 1, edp 1): the row counts, the local expert ids, the activations out, the results back.
-EpRow bench_ep(const CommRank& r, const ModelShape& shape, int64_t tokens) {
+EpRow bench_ep(const CommRank& r, const ModelDesc& shape, int64_t tokens) {
   const int W = r.group.size();
   const auto S = static_cast<size_t>(W);
   const int64_t H = shape.hidden, E = shape.moe.n_experts, K = shape.moe.top_k, per_rank = E / W;
@@ -312,7 +312,7 @@ EpRow bench_ep(const CommRank& r, const ModelShape& shape, int64_t tokens) {
   return row;
 }
 
-void print_all_reduce(const std::vector<AllReduceRow>& rows, int n, const std::optional<ModelShape>& shape) {
+void print_all_reduce(const std::vector<AllReduceRow>& rows, int n, const std::optional<ModelDesc>& shape) {
   std::vector<std::vector<std::string>> t = {{"all-reduce", "bytes", "time us", "algbw GB/s", "busbw GB/s"}};
   for (const auto& row : rows) {
     t.push_back({row.label, format_size(row.bytes), fixed(row.us, 1), fixed(row.algbw, 2), fixed(row.busbw, 2)});
@@ -327,7 +327,7 @@ void print_all_reduce(const std::vector<AllReduceRow>& rows, int n, const std::o
       n, n, steps.c_str(), format_table(t, {true, false, false, false, false}).c_str());
 }
 
-void print_ep(const std::vector<EpRow>& rows, const ModelShape& shape, int n, uint64_t seed) {
+void print_ep(const std::vector<EpRow>& rows, const ModelDesc& shape, int n, uint64_t seed) {
   std::printf(
       "EP dispatch/combine: %s, hidden %lld, %lld experts top-%lld, ep %d (%lld experts per rank, etp 1), f32 "
       "activations; routing uniform at random (seed %llu); per step: counts, expert ids, activations out, results "

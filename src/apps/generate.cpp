@@ -122,7 +122,7 @@ void check_context(const GenerateOptions& o, const Prompts& prompts) {
 GenerateLayout check_run(const GenerateOptions& o, const Prompts& prompts, int launched_ranks) {
   // The config's sizes and their products, bounded before anything is sized from them (the layout check
   // below reads them only when a layout is asked for).
-  load_model_shape(o.model);
+  load_model_desc(o.model);
   GenerateLayout layout = check_generate_layout(o.layout, {.model_dir = o.model,
                                                            .random_weights = o.random_weights,
                                                            .max_layers = o.layers,

@@ -18,7 +18,7 @@ struct InspectOptions {
 
 int run_inspect(const InspectOptions& o) {
   InspectReport r;
-  r.shape = load_model_shape(o.model);
+  r.shape = load_model_desc(o.model);
   LoadedWeights w = load_weights(o.model, r.shape, o.config_only);
   check_model(o.model, !w.from_checkpoint);  // the architecture's own checks and every tensor, as generate
   r.weights = std::move(w.table);

@@ -50,6 +50,8 @@ bool ConfigJson::has(const std::string& key) const {
   return it != impl_->json.end() && !it->is_null();
 }
 
+bool ConfigJson::present(const std::string& key) const { return impl_->json.contains(key); }
+
 std::string ConfigJson::architecture() const {
   const auto& j = impl_->json;
   auto it = j.find("architectures");

@@ -1,6 +1,6 @@
 // config.json access: typed getters with Hugging Face defaults and errors naming file and key, and the
 // rotary-embedding settings in both spellings (published `rope_theta` + `rope_scaling`, and the
-// transformers 5.x `rope_parameters`). Architecture-specific fields are read by each model/archs file.
+// transformers 5.x `rope_parameters`). Architecture-specific fields are read by each arch/ describer.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +39,8 @@ class ConfigJson {
   ~ConfigJson();
 
   const std::string& source() const { return source_; }
-  bool has(const std::string& key) const;  // present and not null
+  bool has(const std::string& key) const;      // present and not null
+  bool present(const std::string& key) const;  // present, null or not
   // First entry of "architectures" (error if absent or empty).
   std::string architecture() const;
   std::string get_string(const std::string& key, const std::string& fallback) const;

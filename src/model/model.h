@@ -103,7 +103,4 @@ std::unique_ptr<Model> load_model(const LoadOptions& options, Backend& backend);
 // Throws sy::Error as load_model does. For the commands that only read headers (inspect, plan).
 void check_model(const std::filesystem::path& dir, bool config_only);
 
-// Architectures this build can load (for error messages and --help).
-std::vector<std::string> supported_architectures();
-
 }  // namespace sy

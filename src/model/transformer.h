@@ -1,6 +1,6 @@
 // The pre-norm decoder stack shared by every family: embedding, per layer
 // [RMSNorm → attention (GQA or MLA) → residual, RMSNorm → MLP or MoE → residual], final RMSNorm, LM head.
-// Architecture files (model/archs/) fill a TransformerSpec and bind its weights.
+// model/bind.cpp fills a TransformerSpec from a model description and binds its weights.
 #pragma once
 
 #include <memory>
@@ -45,30 +45,5 @@ struct TransformerSpec {
 
 std::unique_ptr<Model> make_transformer(TransformerSpec spec, WeightStore weights, Backend& backend,
                                         const ShardPlan& plan);
-
-}  // namespace sy
-
-namespace sy {
-
-// Number of layers to build: all, or the first `max_layers` when that is set (> 0). Layers not built
-// are skipped in the checkpoint so that strict binding does not report them. Also fixes this rank's
-// ShardPlan (loader.plan()) and skips the layers of other pipeline stages.
-int64_t layers_to_build(int64_t n_layers, int64_t max_layers, WeightLoader& loader);
-
-// The decoder layers this rank builds (its pipeline stage's): [begin, end).
-struct LayerRange {
-  int64_t begin = 0;
-  int64_t end = 0;
-};
-LayerRange stage_layers(const WeightLoader& loader);
-
-// Multi-token-prediction layers stored after the decoder (model.layers.{n_layers + i}.*, i < n_nextn) are
-// not used for plain decoding: skipped in the checkpoint, with a log line.
-void skip_nextn_layers(WeightLoader& loader, int64_t n_layers, int64_t n_nextn);
-
-// Binds model.embed_tokens.weight, model.norm.weight and lm_head.weight (or ties the head to the
-// embedding) into `spec` using spec.info's vocab and hidden sizes: this rank's vocabulary rows, on the
-// stages that use them.
-void bind_embeddings_and_head(WeightLoader& loader, TransformerSpec& spec, bool tie_word_embeddings);
 
 }  // namespace sy

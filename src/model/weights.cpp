@@ -140,8 +140,9 @@ void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, 
     }
   }
   const TensorInfo* t = check_tensor(name, shape);
-  if (store_.checks_only) return;
   const size_t esize = dtype_size(t->dtype);
+  store_.checkpoint_bytes += n * esize;
+  if (store_.checks_only) return;
   show_progress(n * esize);
   const auto* src = t->data;
   if (slice.whole() || slice.dim == 0) {  // one contiguous run of rows

@@ -35,6 +35,9 @@ struct Slice {
 struct WeightStore {
   std::vector<std::unique_ptr<DeviceBuffer>> buffers;
   size_t bytes = 0;
+  // Checkpoint bytes bound (this rank's slices, in the checkpoint's dtypes), dry runs included: what the
+  // planner predicts a rank holds.
+  size_t checkpoint_bytes = 0;
   // A dry run (check_model): every name, shape and dtype is checked, nothing is allocated or read, and
   // the pointers handed out are placeholders that must not be dereferenced.
   bool checks_only = false;

@@ -14,12 +14,12 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
-int64_t activation_bytes(const ModelShape& s, const ParallelSizes& sz, const std::vector<FfnKind>& stage_ffn,
+int64_t activation_bytes(const ModelDesc& s, const ParallelSizes& sz, const std::vector<FfnKind>& stage_ffn,
                          bool last_stage, const MemoryOptions& o) {
   const int64_t T = o.max_batch_tokens;
   const int64_t a = o.act_dtype_bytes;
   const int64_t h = s.hidden;
-  const AttentionShape& at = s.attn;
+  const AttentionDesc& at = s.attn;
   // Residual stream, normed input, attention output and FFN output.
   const int64_t hidden_buffers = 4 * T * h * a;
 
@@ -41,7 +41,7 @@ int64_t activation_bytes(const ModelShape& s, const ParallelSizes& sz, const std
   const bool any_moe = std::find(stage_ffn.begin(), stage_ffn.end(), FfnKind::moe) != stage_ffn.end();
   if (any_dense) ffn = std::max(ffn, T * 3 * ceil_div(s.dense_inter, sz.dense_tp) * a);
   if (any_moe) {
-    const MoeShape& m = s.moe;
+    const MoeDesc& m = s.moe;
     // Routed (token, expert) pairs of the whole stage, shared by the ep·edp expert shards.
     const int64_t pairs = static_cast<int64_t>(sz.dp) * T * m.top_k;
     const int64_t balanced = ceil_div(pairs, static_cast<int64_t>(sz.ep) * sz.edp);
@@ -63,7 +63,7 @@ int64_t activation_bytes(const ModelShape& s, const ParallelSizes& sz, const std
   return add_sat(std::max(attention, ffn), hidden_buffers + logits);
 }
 
-LayoutMemory estimate_memory(const ModelShape& shape, const WeightTable& table, const ParallelSizes& sizes,
+LayoutMemory estimate_memory(const ModelDesc& shape, const WeightTable& table, const ParallelSizes& sizes,
                              const std::vector<int64_t>& stage_layers, int64_t device_bytes, const MemoryOptions& o) {
   SY_CHECK(static_cast<int>(stage_layers.size()) == sizes.pp, "{} stage layer counts for pp {}", stage_layers.size(),
            sizes.pp);

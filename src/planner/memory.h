@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "parallel/mapping.h"
-#include "planner/model_shape.h"
+#include "arch/model_desc.h"
 #include "planner/weights.h"
 
 namespace sy {
@@ -50,12 +50,12 @@ struct LayoutMemory {
 };
 
 // Precondition: `sizes` is a consistent layout and `stage_layers` sums to shape.n_layers.
-LayoutMemory estimate_memory(const ModelShape& shape, const WeightTable& table, const ParallelSizes& sizes,
+LayoutMemory estimate_memory(const ModelDesc& shape, const WeightTable& table, const ParallelSizes& sizes,
                              const std::vector<int64_t>& stage_layers, int64_t device_bytes,
                              const MemoryOptions& options);
 
 // Activation and all-to-all buffer bytes of one rank for the largest step (an upper-bound estimate).
-int64_t activation_bytes(const ModelShape& shape, const ParallelSizes& sizes, const std::vector<FfnKind>& stage_ffn,
+int64_t activation_bytes(const ModelDesc& shape, const ParallelSizes& sizes, const std::vector<FfnKind>& stage_ffn,
                          bool last_stage, const MemoryOptions& options);
 
 // "12.3 GB" (10^9 bytes), "512 MB", "70.3 kB"

@@ -35,7 +35,7 @@ size_t idx(Part p) { return static_cast<size_t>(p); }
 
 }  // namespace
 
-DecodeEstimate estimate_decode(const ModelShape& s, const ParallelSizes& sz, const LayoutMemory& mem,
+DecodeEstimate estimate_decode(const ModelDesc& s, const ParallelSizes& sz, const LayoutMemory& mem,
                                const Cluster& cluster, int64_t batch, int64_t context, const MemoryOptions& o) {
   DecodeEstimate out;
   out.batch = batch;
@@ -45,7 +45,7 @@ DecodeEstimate estimate_decode(const ModelShape& s, const ParallelSizes& sz, con
   const double a = static_cast<double>(o.act_dtype_bytes);
   const double h = static_cast<double>(s.hidden);
   const double bw = cluster.machine.hbm_tbps * 1e12;
-  const MoeShape& m = s.moe;
+  const MoeDesc& m = s.moe;
   // Fraction of a rank's experts that the micro-batch touches; each edp replica sees 1/edp of the tokens.
   double touched = 0;
   if (m.n_experts > 0) {

@@ -9,7 +9,7 @@
 #include "parallel/machine.h"
 #include "parallel/mapping.h"
 #include "planner/memory.h"
-#include "planner/model_shape.h"
+#include "arch/model_desc.h"
 
 namespace sy {
 
@@ -25,7 +25,7 @@ struct DecodeEstimate {
 // tokens touch E·(1 − (1 − k/E)^B) experts; the batch is split into min(pp, batch) micro-batches that
 // keep the pipeline busy; each collective costs a fixed latency (8 µs on the node's GPU link, 20 µs
 // across nodes) plus its bytes over half the link's two-way bandwidth (or the network bandwidth).
-DecodeEstimate estimate_decode(const ModelShape& shape, const ParallelSizes& sizes, const LayoutMemory& memory,
+DecodeEstimate estimate_decode(const ModelDesc& shape, const ParallelSizes& sizes, const LayoutMemory& memory,
                                const Cluster& cluster, int64_t batch, int64_t context, const MemoryOptions& options);
 
 }  // namespace sy

@@ -10,7 +10,7 @@
 
 namespace sy {
 
-LoadedWeights load_weights(const std::filesystem::path& dir, const ModelShape& shape, bool config_only) {
+LoadedWeights load_weights(const std::filesystem::path& dir, const ModelDesc& shape, bool config_only) {
   bool has_safetensors = false;
   std::error_code ec;
   if (!config_only && std::filesystem::is_directory(dir, ec)) {
@@ -33,7 +33,7 @@ LoadedWeights load_weights(const std::filesystem::path& dir, const ModelShape& s
 PlanTarget load_plan_target(const std::filesystem::path& dir, const Cluster& cluster, const MemoryOptions& memory,
                             bool config_only, int64_t max_layers) {
   PlanTarget t;
-  t.shape = load_model_shape(dir).truncated(max_layers);
+  t.shape = load_model_desc(dir).truncated(max_layers);
   t.cluster = cluster;
   t.memory = memory;
   LoadedWeights w = load_weights(dir, t.shape, config_only);

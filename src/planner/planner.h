@@ -11,7 +11,7 @@
 #include "parallel/machine.h"
 #include "parallel/mapping.h"
 #include "planner/memory.h"
-#include "planner/model_shape.h"
+#include "arch/model_desc.h"
 #include "planner/perf.h"
 #include "planner/weights.h"
 
@@ -19,7 +19,7 @@ namespace sy {
 
 // What a layout is checked against: the model, its weights, the GPUs at hand, the step to fit.
 struct PlanTarget {
-  ModelShape shape;
+  ModelDesc shape;
   WeightTable weights;
   std::string weights_source;  // "safetensors headers of 3 files" or "config.json (no safetensors)"
   bool weights_from_checkpoint = false;
@@ -37,7 +37,7 @@ struct LoadedWeights {
   std::string source;
   bool from_checkpoint = false;  // false: sized from config.json
 };
-LoadedWeights load_weights(const std::filesystem::path& dir, const ModelShape& shape, bool config_only);
+LoadedWeights load_weights(const std::filesystem::path& dir, const ModelDesc& shape, bool config_only);
 
 // Reads DIR/config.json and the weights as load_weights does.
 // max_layers > 0 keeps the first layers only (generate --layers).

@@ -23,7 +23,7 @@ std::string format_rate(double tokens_per_second) {
   return group_digits(static_cast<int64_t>(tokens_per_second + 0.5));
 }
 
-std::string describe_attention(const AttentionShape& a) {
+std::string describe_attention(const AttentionDesc& a) {
   if (a.kind == AttentionKind::gqa) {
     return fmt::format("GQA: {} heads / {} KV heads of {}{}{}", a.n_heads, a.kv_heads, a.head_dim,
                        a.qkv_bias ? ", qkv bias" : "", a.qk_norm ? ", q/k norm" : "");
@@ -36,7 +36,7 @@ std::string describe_attention(const AttentionShape& a) {
   return s;
 }
 
-std::string describe_layers(const ModelShape& s) {
+std::string describe_layers(const ModelDesc& s) {
   std::vector<int> dense, moe;
   for (size_t i = 0; i < s.layer_ffn.size(); ++i) {
     (s.layer_ffn[i] == FfnKind::moe ? moe : dense).push_back(static_cast<int>(i));
@@ -50,15 +50,15 @@ std::string describe_layers(const ModelShape& s) {
   return out;
 }
 
-std::string describe_experts(const ModelShape& s) {
-  const MoeShape& m = s.moe;
+std::string describe_experts(const ModelDesc& s) {
+  const MoeDesc& m = s.moe;
   std::string out = fmt::format("{} routed, top-{}, intermediate {}", m.n_experts, m.top_k, m.inter);
   if (m.shared_inter > 0) out += fmt::format("; {} shared (intermediate {})", m.n_shared, m.shared_inter);
   if (s.dense_layer_count() > 0) out += fmt::format("; dense MLP intermediate {}", s.dense_inter);
   return out;
 }
 
-std::string describe_dtype(const ModelShape& s) {
+std::string describe_dtype(const ModelDesc& s) {
   std::string out(dtype_name(s.dtype));
   if (s.quant.block_fp8) {
     out += fmt::format("; linear weights fp8 with fp32 scales per {}×{} block", s.quant.block_rows, s.quant.block_cols);
@@ -113,7 +113,7 @@ std::string format_table(const std::vector<std::vector<std::string>>& rows, cons
 }
 
 std::string format_target(const PlanTarget& t) {
-  const ModelShape& s = t.shape;
+  const ModelDesc& s = t.shape;
   const Machine& m = t.cluster.machine;
   std::string out;
   out += fmt::format("model    {} ({}): {} layers, {} experts top-{}, {}\n", s.architecture, s.family, s.n_layers,
@@ -274,7 +274,7 @@ std::string format_issues(const PlanTarget& t, const LayoutCheck& c) {
 }
 
 std::string format_inspect(const InspectReport& r) {
-  const ModelShape& s = r.shape;
+  const ModelDesc& s = r.shape;
   const WeightTable& w = r.weights;
   const Amount total = w.total();
   const Amount loaded{.bytes = total.bytes - w.nextn.bytes, .params = total.params - w.nextn.params};

@@ -23,7 +23,7 @@ std::string format_issues(const PlanTarget& target, const LayoutCheck& check);
 std::vector<std::string> layout_notes(const PlanTarget& target, const LayoutCheck& check);
 
 struct InspectReport {
-  ModelShape shape;
+  ModelDesc shape;
   WeightTable weights;
   std::string weights_source;
 };

@@ -71,7 +71,7 @@ json issues_json(const std::vector<LayoutIssue>& issues) {
 
 json target_json(const PlanTarget& t) {
   const Machine& m = t.cluster.machine;
-  const ModelShape& s = t.shape;
+  const ModelDesc& s = t.shape;
   return {{"model",
            {{"architecture", s.architecture},
             {"model_type", s.model_type},
@@ -168,7 +168,7 @@ std::string layout_json(const PlanTarget& t, const LayoutCheck& c) {
 }
 
 std::string inspect_json(const InspectReport& r) {
-  const ModelShape& s = r.shape;
+  const ModelDesc& s = r.shape;
   const WeightTable& w = r.weights;
   const auto parts = w.by_part();
   json by_part = json::object();

@@ -17,10 +17,10 @@ void add(std::vector<LayoutIssue>& issues, const char* rule, std::vector<Axis> a
 
 // Rules that need the model. A size that could not be resolved (0) skips the rules that use it.
 void check_model_rules(const PlanTarget& t, const LayoutRequest& req, LayoutCheck& c) {
-  const ModelShape& s = t.shape;
+  const ModelDesc& s = t.shape;
   const ParallelSizes& z = c.sizes;
-  const AttentionShape& a = s.attn;
-  const MoeShape& m = s.moe;
+  const AttentionDesc& a = s.attn;
+  const MoeDesc& m = s.moe;
   const int64_t slots = add_sat(m.n_experts, t.memory.shard.redundant_experts);
   if (m.n_experts > 0 && z.ep > 0 && slots % z.ep != 0) {
     add(c.issues, "experts_divisible", {Axis::ep},

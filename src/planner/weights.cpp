@@ -57,7 +57,7 @@ void add_layer(std::array<Amount, kPartCount>& parts, const LayerWeights& l) {
 // Tensors of one architecture family as the config describes them.
 class ConfigTensors {
  public:
-  explicit ConfigTensors(const ModelShape& s) : s_(s), elem_(static_cast<int64_t>(dtype_size(s.dtype))) {}
+  explicit ConfigTensors(const ModelDesc& s) : s_(s), elem_(static_cast<int64_t>(dtype_size(s.dtype))) {}
 
   // A plain tensor in the model dtype (norms, embeddings, biases, routers).
   Amount plain(int64_t numel) const { return {.bytes = numel * elem_, .params = numel}; }
@@ -69,8 +69,9 @@ class ConfigTensors {
     return {.bytes = out * in + scales * 4, .params = out * in};
   }
 
-  void attention(LayerWeights& l) const {
-    const AttentionShape& a = s_.attn;
+  // own_indexer: the layer holds its sparse-attention indexer (GLM-5's "shared" layers reuse another's).
+  void attention(LayerWeights& l, bool own_indexer) const {
+    const AttentionDesc& a = s_.attn;
     const int64_t h = s_.hidden;
     l.norms += plain(2 * h);  // input_layernorm, post_attention_layernorm
     if (a.kind == AttentionKind::gqa) {
@@ -86,18 +87,22 @@ class ConfigTensors {
       if (a.qk_norm) l.norms += plain(2 * a.head_dim);
       return;
     }
+    // MLA's attention_bias: q_a_proj and kv_a_proj_with_mqa biases; o_proj's is o_bias.
     if (a.q_lora_rank > 0) {
       l.attn_replicated += linear(a.q_lora_rank, h);
+      if (a.qkv_bias) l.attn_replicated += plain(a.q_lora_rank);
       l.norms += plain(a.q_lora_rank);
       l.attn_by_heads += linear(a.n_heads * a.head_dim, a.q_lora_rank);
     } else {
       l.attn_by_heads += linear(a.n_heads * a.head_dim, h);
     }
     l.attn_replicated += linear(a.kv_lora_rank + a.qk_rope_head_dim, h);
+    if (a.qkv_bias) l.attn_replicated += plain(a.kv_lora_rank + a.qk_rope_head_dim);
+    if (a.o_bias) l.attn_replicated += plain(h);
     l.norms += plain(a.kv_lora_rank);
     l.attn_by_heads += linear(a.n_heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
     l.attn_by_heads += linear(h, a.n_heads * a.v_head_dim);
-    if (a.index_n_heads > 0) {
+    if (a.index_n_heads > 0 && own_indexer) {
       l.attn_replicated += linear(a.index_n_heads * a.index_head_dim, a.q_lora_rank > 0 ? a.q_lora_rank : h);
       l.attn_replicated += linear(a.index_head_dim, h);
       l.norms += plain(2 * a.index_head_dim);  // LayerNorm weight and bias
@@ -117,7 +122,7 @@ class ConfigTensors {
       l.dense_mlp += mlp(s_.dense_inter);
       return;
     }
-    const MoeShape& m = s_.moe;
+    const MoeDesc& m = s_.moe;
     l.router += plain(m.n_experts * s_.hidden);
     if (m.router_bias) l.router += f32(m.n_experts);
     for (int64_t e = 0; e < m.n_experts; ++e) l.experts += mlp(m.inter);
@@ -125,7 +130,7 @@ class ConfigTensors {
   }
 
  private:
-  const ModelShape& s_;
+  const ModelDesc& s_;
   int64_t elem_;
 };
 
@@ -176,7 +181,7 @@ Amount WeightTable::total() const {
   return t;
 }
 
-Amount WeightTable::active_per_token(const ModelShape& shape) const {
+Amount WeightTable::active_per_token(const ModelDesc& shape) const {
   Amount t;
   const auto parts = by_part();
   for (int i = 0; i < kPartCount; ++i) {
@@ -192,7 +197,7 @@ Amount WeightTable::active_per_token(const ModelShape& shape) const {
   return t;
 }
 
-WeightTable weights_from_config(const ModelShape& shape) {
+WeightTable weights_from_config(const ModelDesc& shape) {
   SY_CHECK(shape.quant.method.empty() || shape.quant.block_fp8,
            "config.json: quantization_config.quant_method '{}' cannot be sized from the config alone; point --model "
            "at a folder with the safetensors files so their headers give the sizes",
@@ -202,7 +207,7 @@ WeightTable weights_from_config(const ModelShape& shape) {
   w.tied = shape.tie_embeddings;
   for (int64_t i = 0; i < shape.n_layers; ++i) {
     LayerWeights l;
-    t.attention(l);
+    t.attention(l, shape.layer_own_indexer.empty() || shape.layer_own_indexer[static_cast<size_t>(i)]);
     t.ffn(l, shape.layer_ffn[static_cast<size_t>(i)]);
     w.layers.push_back(l);
   }
@@ -213,7 +218,7 @@ WeightTable weights_from_config(const ModelShape& shape) {
   // and (DeepSeek-V3 checkpoints) its own copies of the embedding and the LM head.
   for (int64_t i = 0; i < shape.nextn_layers; ++i) {
     LayerWeights l;
-    t.attention(l);
+    t.attention(l, true);
     t.ffn(l, FfnKind::moe);
     std::array<Amount, kPartCount> parts{};
     add_layer(parts, l);
@@ -224,7 +229,7 @@ WeightTable weights_from_config(const ModelShape& shape) {
   return w;
 }
 
-WeightTable weights_from_checkpoint(const ModelShape& shape, const Checkpoint& ckpt) {
+WeightTable weights_from_checkpoint(const ModelDesc& shape, const Checkpoint& ckpt) {
   WeightTable w;
   w.layers.resize(static_cast<size_t>(shape.n_layers));
   const std::string layer_prefix = "model.layers.";
@@ -266,7 +271,7 @@ WeightTable weights_from_checkpoint(const ModelShape& shape, const Checkpoint& c
   return w;
 }
 
-std::array<int64_t, kPartCount> rank_weight_bytes(const WeightTable& table, const ModelShape& shape,
+std::array<int64_t, kPartCount> rank_weight_bytes(const WeightTable& table, const ModelDesc& shape,
                                                   const ParallelSizes& sz, int64_t first_layer, int64_t n_layers,
                                                   bool first_stage, bool last_stage, const ShardOptions& opt) {
   SY_CHECK(sz.tp >= 1 && sz.ep >= 1 && sz.etp >= 1 && sz.dense_tp >= 1, "rank_weight_bytes needs resolved sizes");

@@ -10,7 +10,7 @@
 
 #include "io/safetensors.h"
 #include "parallel/mapping.h"
-#include "planner/model_shape.h"
+#include "arch/model_desc.h"
 
 namespace sy {
 
@@ -67,15 +67,15 @@ struct WeightTable {
 
   std::array<Amount, kPartCount> by_part() const;  // whole model
   Amount total() const;
-  Amount active_per_token(const ModelShape& shape) const;  // routed experts counted top_k / n_experts
+  Amount active_per_token(const ModelDesc& shape) const;  // routed experts counted top_k / n_experts
   bool operator==(const WeightTable&) const = default;
 };
 
 // From the config: the tensors the checkpoint of that architecture holds, with the config's dtype (fp8
 // plus one fp32 scale per block for block-quantised linear weights). sy::Error for other quantisations.
-WeightTable weights_from_config(const ModelShape& shape);
+WeightTable weights_from_config(const ModelDesc& shape);
 // From the safetensors headers of a checkpoint; tensor names are classified into parts.
-WeightTable weights_from_checkpoint(const ModelShape& shape, const Checkpoint& checkpoint);
+WeightTable weights_from_checkpoint(const ModelDesc& shape, const Checkpoint& checkpoint);
 
 struct ShardOptions {
   bool vocab_parallel = true;     // embedding and LM head split by vocabulary rows over dense_tp
@@ -84,7 +84,7 @@ struct ShardOptions {
 
 // Bytes one rank of `sizes` holds for the decoder layers [first_layer, first_layer + n_layers) of its
 // stage, plus the embedding on the first stage and the LM head and final norm on the last.
-std::array<int64_t, kPartCount> rank_weight_bytes(const WeightTable& table, const ModelShape& shape,
+std::array<int64_t, kPartCount> rank_weight_bytes(const WeightTable& table, const ModelDesc& shape,
                                                   const ParallelSizes& sizes, int64_t first_layer, int64_t n_layers,
                                                   bool first_stage, bool last_stage, const ShardOptions& options);
 

@@ -19,14 +19,15 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
     {"tensor", {"tensor", "base"}},
     {"kernels", {"kernels", "tensor", "base"}},
     {"io", {"io", "tensor", "base"}},
+    {"arch", {"arch", "io", "tensor", "base"}},
     {"parallel", {"parallel", "tensor", "base"}},
     {"backend", {"backend", "kernels", "parallel", "tensor", "base"}},
-    {"model", {"model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
-    {"runtime", {"runtime", "text", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
-    {"server", {"server", "runtime", "text", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
-    {"planner", {"planner", "parallel", "io", "tensor", "base"}},
+    {"model", {"model", "arch", "backend", "kernels", "io", "parallel", "tensor", "base"}},
+    {"runtime", {"runtime", "text", "model", "arch", "backend", "kernels", "io", "parallel", "tensor", "base"}},
+    {"server", {"server", "runtime", "text", "model", "arch", "backend", "kernels", "io", "parallel", "tensor", "base"}},
+    {"planner", {"planner", "arch", "parallel", "io", "tensor", "base"}},
     {"bench_client", {"bench_client", "base"}},
-    {"apps", {"apps", "bench_client", "server", "planner", "runtime", "text", "model", "backend", "kernels", "io", "parallel", "tensor", "base"}},
+    {"apps", {"apps", "bench_client", "server", "planner", "runtime", "text", "model", "arch", "backend", "kernels", "io", "parallel", "tensor", "base"}},
 };
 
 TEST(Layering, NoIncludeReachesUpward) {

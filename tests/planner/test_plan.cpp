@@ -192,7 +192,7 @@ TEST(Plan, LayoutJsonHasEveryRankAndGroup) {
 
 TEST(Plan, InspectReport) {
   InspectReport r;
-  r.shape = load_model_shape(planner_config("kimi_k2"));
+  r.shape = load_model_desc(planner_config("kimi_k2"));
   r.weights = weights_from_config(r.shape);
   r.weights_source = "config.json";
   const std::string text = format_inspect(r);

@@ -28,7 +28,7 @@ bool blocks_straddle(int g, int world, int per_node) {
 }
 
 // The rules a fully explicit layout breaks, from the model's numbers alone.
-std::set<std::string> expected_rules(const ModelShape& s, const ParallelSizes& z, int world, int per_node) {
+std::set<std::string> expected_rules(const ModelDesc& s, const ParallelSizes& z, int world, int per_node) {
   std::set<std::string> out;
   const int S = z.dp * z.tp;
   const bool stage_ok = z.edp * z.ep * z.etp == S;

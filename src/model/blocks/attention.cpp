@@ -29,6 +29,13 @@ GqaShard shard_gqa(const GqaAttentionConfig& c, int tp_rank, int tp) {
   return s;
 }
 
+GqaAttentionConfig gqa_attention_config(const ModelDesc& d) {
+  const AttentionDesc& a = d.attn;
+  return {.hidden = d.hidden, .n_heads = a.n_heads, .kv_heads = a.kv_heads, .head_dim = a.head_dim,
+          .rotary_dim = a.rotary_dim, .qkv_bias = a.qkv_bias, .o_bias = a.o_bias, .qk_norm = a.qk_norm,
+          .qk_norm_eps = static_cast<float>(d.norm_eps), .sliding_window = a.sliding_window};
+}
+
 GqaAttentionWeights bind_gqa_attention(WeightLoader& loader, const std::string& prefix, const GqaAttentionConfig& c) {
   const ShardPlan& plan = loader.plan();
   const GqaShard sh = shard_gqa(c, plan.tp_rank, plan.tp);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "arch/model_desc.h"
 #include "model/blocks/step.h"
 #include "model/weights.h"
 
@@ -54,6 +55,8 @@ GqaShard shard_gqa(const GqaAttentionConfig& c, int tp_rank, int tp);
 // model's config; the rank's heads (loader.plan()) are read, and the o_proj bias only on tp rank 0 (the
 // partial outputs are summed across the tp group).
 GqaAttentionWeights bind_gqa_attention(WeightLoader& loader, const std::string& prefix, const GqaAttentionConfig& c);
+// The attention of the GQA model `d` describes (the whole model's heads).
+GqaAttentionConfig gqa_attention_config(const ModelDesc& d);
 
 struct RopeView {
   const float* inv_freq = nullptr;  // device [rotary_dim / 2], fp32

@@ -43,8 +43,15 @@ void dense_mlp_forward(const StepContext& step, Scratch& scratch, const DenseMlp
   be.linear(act, w.down, nullptr, out, T, w.hidden, w.inter);
 }
 
-MoeWeights bind_moe(WeightLoader& loader, const std::string& router_name, const std::string& expert_prefix,
-                    const MlpNames& names, const MoeConfig& c) {
+MoeConfig moe_config(const ModelDesc& d) {
+  const MoeDesc& m = d.moe;
+  return {.hidden = d.hidden, .n_experts = m.n_experts, .top_k = m.top_k, .inter = m.inter,
+          .renormalize = m.renormalize, .scoring = m.scoring, .n_group = m.n_group, .topk_group = m.topk_group,
+          .routed_scaling_factor = static_cast<float>(m.routed_scaling_factor), .shared_inter = m.shared_inter,
+          .router_bias = m.router_bias};
+}
+
+MoeWeights bind_moe(WeightLoader& loader, const std::string& prefix, const MlpNames& names, const MoeConfig& c) {
   const ShardPlan& plan = loader.plan();
   const Share experts = even_share(c.n_experts, plan.ep_rank, plan.ep, "routed experts");
   const Share inter = even_share(c.inter, plan.etp_rank, plan.etp, "expert intermediate size");
@@ -52,12 +59,13 @@ MoeWeights bind_moe(WeightLoader& loader, const std::string& router_name, const 
   const Slice rows = split ? Slice{.dim = 0, .start = inter.start, .count = inter.count} : Slice{};
   const Slice cols = split ? Slice{.dim = 1, .start = inter.start, .count = inter.count} : Slice{};
   MoeWeights w{.expert_begin = experts.start, .local_experts = experts.count, .local_inter = inter.count};
-  w.router = loader.bind_f32(router_name, {c.n_experts, c.hidden});
+  w.router = loader.bind_f32(prefix + "gate.weight", {c.n_experts, c.hidden});
+  if (c.router_bias) w.score_bias = loader.bind_f32(prefix + "gate.e_score_correction_bias", {c.n_experts});
   const int64_t li = inter.count, gu = 2 * li * c.hidden, dn = c.hidden * li;
   void* gate_up = loader.allocate(experts.count * gu);
   void* down = loader.allocate(experts.count * dn);
   for (int64_t e = 0; e < c.n_experts; ++e) {
-    const std::string p = expert_prefix + std::to_string(e) + ".";
+    const std::string p = prefix + "experts." + std::to_string(e) + ".";
     const int64_t l = e - experts.start;
     if (l < 0 || l >= experts.count) {  // another ep rank's expert
       loader.skip_prefix(p);
@@ -70,15 +78,9 @@ MoeWeights bind_moe(WeightLoader& loader, const std::string& router_name, const 
   }
   w.gate_up = gate_up;
   w.down = down;
-  return w;
-}
-
-MoeWeights bind_deepseek_moe(WeightLoader& loader, const std::string& mlp_prefix, const MoeConfig& c) {
-  const MlpNames names{.gate = "gate_proj.weight", .up = "up_proj.weight", .down = "down_proj.weight"};
-  MoeWeights w = bind_moe(loader, mlp_prefix + "gate.weight", mlp_prefix + "experts.", names, c);
-  w.score_bias = loader.bind_f32(mlp_prefix + "gate.e_score_correction_bias", {c.n_experts});
   if (c.shared_inter > 0) {
-    w.shared = bind_dense_mlp(loader, mlp_prefix + "shared_experts.", names, c.hidden, c.shared_inter);
+    const MlpNames shared{.gate = "gate_proj.weight", .up = "up_proj.weight", .down = "down_proj.weight"};
+    w.shared = bind_dense_mlp(loader, prefix + "shared_experts.", shared, c.hidden, c.shared_inter);
   }
   return w;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "arch/model_desc.h"
 #include "model/blocks/step.h"
 #include "model/parallel.h"
 #include "model/weights.h"
@@ -33,11 +34,6 @@ DenseMlpWeights bind_dense_mlp(WeightLoader& loader, const std::string& prefix, 
 void dense_mlp_forward(const StepContext& step, Scratch& scratch, const DenseMlpWeights& w, const float* x,
                        float* out);
 
-enum class RouterScoring : uint8_t {
-  softmax,  // softmax over the experts, top-k (Mixtral, Qwen3-MoE)
-  sigmoid,  // DeepSeek-V3 noaux_tc: sigmoid, e_score_correction_bias for the choice only, group-limited top-k
-};
-
 struct MoeConfig {
   int64_t hidden = 0;
   int64_t n_experts = 0;
@@ -49,7 +45,11 @@ struct MoeConfig {
   int64_t topk_group = 1;
   float routed_scaling_factor = 1.0f;  // sigmoid: multiplies the final routed weights
   int64_t shared_inter = 0;    // shared experts as one SwiGLU MLP of this size (moe_inter * n_shared_experts); 0: none
+  bool router_bias = false;    // e_score_correction_bias (sigmoid routing)
 };
+
+// The routed-experts block of the model `d` describes.
+MoeConfig moe_config(const ModelDesc& d);
 
 struct MoeWeights {
   const float* router = nullptr;      // fp32 [n_experts, hidden]
@@ -64,13 +64,11 @@ struct MoeWeights {
   int64_t local_inter = 0;
 };
 
-// Binds `router_name` (every rank routes with the whole router) and, for each of this rank's experts e
-// (loader.plan(): ep, etp), expert_prefix + e + "." + names.{gate,up,down}; the other experts are skipped.
-MoeWeights bind_moe(WeightLoader& loader, const std::string& router_name, const std::string& expert_prefix,
-                    const MlpNames& names, const MoeConfig& c);
-// DeepSeek-V3-style MoE under mlp_prefix (e.g. "model.layers.3.mlp."): gate.weight, gate.e_score_correction_bias,
-// experts.{e}.{gate,up,down}_proj.weight and, with shared_inter > 0, shared_experts.{gate,up,down}_proj.weight.
-MoeWeights bind_deepseek_moe(WeightLoader& loader, const std::string& mlp_prefix, const MoeConfig& c);
+// Binds the block under `prefix` (e.g. "model.layers.3.mlp."): gate.weight (every rank routes with the
+// whole router), gate.e_score_correction_bias with router_bias, for each of this rank's experts e
+// (loader.plan(): ep, etp) experts.{e}.{names} (the other experts are skipped), and with shared_inter > 0
+// shared_experts.{gate,up,down}_proj.weight.
+MoeWeights bind_moe(WeightLoader& loader, const std::string& prefix, const MlpNames& names, const MoeConfig& c);
 // Routing in fp32 (softmax or sigmoid as configured), then out[T, hidden] = Σ_k w_k · expert_k(x) (+ shared(x)).
 // On one rank, or with every expert local (tp only): the output is complete except for the etp / dense
 // partial sums, which the caller reduces.

@@ -10,6 +10,21 @@ namespace {
 enum ScratchId : int { kQa = 300, kQ, kKv, kQLatent, kOutLatent, kOutHeads };
 }
 
+MlaConfig mla_config(const ModelDesc& d, int64_t layer) {
+  const AttentionDesc& a = d.attn;
+  MlaConfig c{.hidden = d.hidden, .n_heads = a.n_heads, .q_lora_rank = a.q_lora_rank, .kv_lora_rank = a.kv_lora_rank,
+              .qk_nope_head_dim = a.qk_nope_head_dim, .qk_rope_head_dim = a.qk_rope_head_dim,
+              .v_head_dim = a.v_head_dim, .rope_interleaved = a.rope_interleaved, .attention_bias = a.qkv_bias,
+              .softmax_scale = static_cast<float>(a.softmax_scale)};
+  if (d.has_indexer()) {
+    c.indexer = IndexerConfig{.hidden = d.hidden, .q_lora_rank = a.q_lora_rank, .n_heads = a.index_n_heads,
+                              .head_dim = a.index_head_dim, .rope_dim = a.qk_rope_head_dim, .top_k = a.index_topk,
+                              .rope_interleaved = a.index_rope_interleaved,
+                              .shared = !d.layer_own_indexer[static_cast<size_t>(layer)]};
+  }
+  return c;
+}
+
 MlaWeights bind_mla(WeightLoader& loader, const std::string& prefix, const MlaConfig& c) {
   // Tensor parallelism splits the heads (q_b_proj / q_proj rows, kv_b_proj rows, o_proj columns); the
   // latent path (q_a, kv_a, their norms) and the indexer are replicated, so every tp rank caches the

@@ -52,6 +52,8 @@ struct MlaWeights {
 // Binds the published names under `prefix` (e.g. "model.layers.3.self_attn."): q_a_proj, q_a_layernorm,
 // q_b_proj (or q_proj), kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj, and indexer.* with DSA.
 MlaWeights bind_mla(WeightLoader& loader, const std::string& prefix, const MlaConfig& c);
+// The attention of the MLA model `d` describes, for layer `layer` (whether its indexer is its own).
+MlaConfig mla_config(const ModelDesc& d, int64_t layer);
 
 // The cache rows MLA needs: one head of kv_lora_rank + rope dims as "K", no V, and the indexer's keys.
 KvGeometry mla_kv_geometry(const MlaConfig& c, int64_t n_layers);
