@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <unordered_map>
+#include <utility>
 
+#include "arch/tensors.h"
 #include "base/check.h"
 #include "base/int_math.h"
 
@@ -54,112 +57,63 @@ void add_layer(std::array<Amount, kPartCount>& parts, const LayerWeights& l) {
   parts[idx(Part::other)] += l.other;
 }
 
-// Tensors of one architecture family as the config describes them.
-class ConfigTensors {
- public:
-  explicit ConfigTensors(const ModelDesc& s) : s_(s), elem_(static_cast<int64_t>(dtype_size(s.dtype))) {}
-
-  // A plain tensor in the model dtype (norms, embeddings, biases, routers).
-  Amount plain(int64_t numel) const { return {.bytes = numel * elem_, .params = numel}; }
-  Amount f32(int64_t numel) const { return {.bytes = numel * 4, .params = numel}; }
-  // A linear weight [out, in]: fp8 plus one fp32 scale per block when the checkpoint is block-quantised.
-  Amount linear(int64_t out, int64_t in) const {
-    if (!s_.quant.block_fp8) return plain(out * in);
-    const int64_t scales = ceil_div(out, s_.quant.block_rows) * ceil_div(in, s_.quant.block_cols);
-    return {.bytes = out * in + scales * 4, .params = out * in};
+// Where a tensor of `role` is counted: a field of its layer's weights or of the table.
+Amount& slot(WeightTable& w, LayerWeights* layer, TensorRole role) {
+  switch (role) {
+    case TensorRole::attn_by_heads:
+      return layer->attn_by_heads;
+    case TensorRole::attn_by_kv_heads:
+      return layer->attn_by_kv_heads;
+    case TensorRole::attn_replicated:
+      return layer->attn_replicated;
+    case TensorRole::norm:
+      return layer->norms;
+    case TensorRole::router:
+      return layer->router;
+    case TensorRole::expert:
+      return layer->experts;
+    case TensorRole::shared_expert:
+      return layer->shared_experts;
+    case TensorRole::dense_mlp:
+      return layer->dense_mlp;
+    case TensorRole::embedding:
+      return w.embedding;
+    case TensorRole::lm_head:
+      return w.lm_head;
+    case TensorRole::final_norm:
+      return w.final_norm;
+    case TensorRole::nextn:
+      return w.nextn;
   }
-
-  // own_indexer: the layer holds its sparse-attention indexer (GLM-5's "shared" layers reuse another's).
-  void attention(LayerWeights& l, bool own_indexer) const {
-    const AttentionDesc& a = s_.attn;
-    const int64_t h = s_.hidden;
-    l.norms += plain(2 * h);  // input_layernorm, post_attention_layernorm
-    if (a.kind == AttentionKind::gqa) {
-      l.attn_by_heads += linear(a.n_heads * a.head_dim, h);
-      l.attn_by_heads += linear(h, a.n_heads * a.v_head_dim);
-      l.attn_by_kv_heads += linear(a.kv_heads * a.head_dim, h);
-      l.attn_by_kv_heads += linear(a.kv_heads * a.v_head_dim, h);
-      if (a.qkv_bias) {
-        l.attn_by_heads += plain(a.n_heads * a.head_dim);
-        l.attn_by_kv_heads += plain(a.kv_heads * (a.head_dim + a.v_head_dim));
-      }
-      if (a.o_bias) l.attn_replicated += plain(h);
-      if (a.qk_norm) l.norms += plain(2 * a.head_dim);
-      return;
-    }
-    // MLA's attention_bias: q_a_proj and kv_a_proj_with_mqa biases; o_proj's is o_bias.
-    if (a.q_lora_rank > 0) {
-      l.attn_replicated += linear(a.q_lora_rank, h);
-      if (a.qkv_bias) l.attn_replicated += plain(a.q_lora_rank);
-      l.norms += plain(a.q_lora_rank);
-      l.attn_by_heads += linear(a.n_heads * a.head_dim, a.q_lora_rank);
-    } else {
-      l.attn_by_heads += linear(a.n_heads * a.head_dim, h);
-    }
-    l.attn_replicated += linear(a.kv_lora_rank + a.qk_rope_head_dim, h);
-    if (a.qkv_bias) l.attn_replicated += plain(a.kv_lora_rank + a.qk_rope_head_dim);
-    if (a.o_bias) l.attn_replicated += plain(h);
-    l.norms += plain(a.kv_lora_rank);
-    l.attn_by_heads += linear(a.n_heads * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
-    l.attn_by_heads += linear(h, a.n_heads * a.v_head_dim);
-    if (a.index_n_heads > 0 && own_indexer) {
-      l.attn_replicated += linear(a.index_n_heads * a.index_head_dim, a.q_lora_rank > 0 ? a.q_lora_rank : h);
-      l.attn_replicated += linear(a.index_head_dim, h);
-      l.norms += plain(2 * a.index_head_dim);  // LayerNorm weight and bias
-      l.attn_replicated += plain(a.index_n_heads * h);
-    }
-  }
-
-  Amount mlp(int64_t inter) const {
-    Amount a = linear(inter, s_.hidden);
-    a += linear(inter, s_.hidden);
-    a += linear(s_.hidden, inter);
-    return a;
-  }
-
-  void ffn(LayerWeights& l, FfnKind kind) const {
-    if (kind == FfnKind::dense) {
-      l.dense_mlp += mlp(s_.dense_inter);
-      return;
-    }
-    const MoeDesc& m = s_.moe;
-    l.router += plain(m.n_experts * s_.hidden);
-    if (m.router_bias) l.router += f32(m.n_experts);
-    for (int64_t e = 0; e < m.n_experts; ++e) l.experts += mlp(m.inter);
-    if (m.shared_inter > 0) l.shared_experts += mlp(m.shared_inter);
-  }
-
- private:
-  const ModelDesc& s_;
-  int64_t elem_;
-};
-
-bool is_scale_tensor(const std::string& name) {
-  return name.ends_with("_scale_inv") || name.ends_with("weight_scale") || name.ends_with("input_scale");
+  return w.other;
 }
 
-bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
-
-// Where one tensor of a decoder layer goes; `rest` is the name after "model.layers.<i>.".
-Amount* classify_layer_tensor(LayerWeights& l, const std::string& rest) {
-  const bool attn = rest.starts_with("self_attn.");
-  if (contains(rest, "norm.") && !contains(rest, "_proj")) return &l.norms;
-  if (attn) {
-    if (contains(rest, ".indexer.")) return &l.attn_replicated;
-    if (contains(rest, "q_a_proj") || contains(rest, "kv_a_proj")) return &l.attn_replicated;
-    if (contains(rest, "k_proj.") || contains(rest, "v_proj.")) return &l.attn_by_kv_heads;
-    if (contains(rest, "o_proj.")) return rest.ends_with(".bias") ? &l.attn_replicated : &l.attn_by_heads;
-    if (contains(rest, "q_proj.") || contains(rest, "q_b_proj.") || contains(rest, "kv_b_proj.")) {
-      return &l.attn_by_heads;
-    }
-    return &l.other;
+// A declared tensor's bytes as config.json implies them: the model dtype (fp32 where declared so), or fp8
+// plus one fp32 scale per block for the linear weights of a block-quantised checkpoint.
+Amount declared_amount(const ModelDesc& d, const TensorDecl& t) {
+  int64_t numel = 1;
+  for (int64_t n : t.shape) numel *= n;
+  if (t.f32) return {.bytes = numel * 4, .params = numel};
+  if (t.matrix && d.quant.block_fp8) {
+    const int64_t scales = ceil_div(t.shape[0], d.quant.block_rows) * ceil_div(t.shape[1], d.quant.block_cols);
+    return {.bytes = numel + scales * 4, .params = numel};
   }
-  if (contains(rest, "shared_expert_gate")) return &l.router;
-  if (contains(rest, "shared_expert")) return &l.shared_experts;
-  if (contains(rest, "experts.")) return &l.experts;
-  if (rest.starts_with("mlp.gate.") || rest.starts_with("block_sparse_moe.gate.")) return &l.router;
-  if (rest.starts_with("mlp.")) return &l.dense_mlp;
-  return &l.other;
+  return {.bytes = numel * static_cast<int64_t>(dtype_size(d.dtype)), .params = numel};
+}
+
+// The decoder layer a checkpoint name belongs to ("model.layers.<i>."), or -1. Saturates: any index past
+// the model's layers is treated alike (an MTP or cut layer).
+int64_t layer_of(const std::string& name) {
+  const std::string prefix = "model.layers.";
+  if (!name.starts_with(prefix)) return -1;
+  size_t pos = prefix.size();
+  int64_t layer = 0;
+  bool digits = false;
+  while (pos < name.size() && std::isdigit(static_cast<unsigned char>(name[pos]))) {
+    layer = std::min<int64_t>(layer * 10 + (name[pos++] - '0'), int64_t{1} << 40);
+    digits = true;
+  }
+  return digits && pos < name.size() && name[pos] == '.' ? layer : -1;
 }
 
 }  // namespace
@@ -202,29 +156,13 @@ WeightTable weights_from_config(const ModelDesc& shape) {
            "config.json: quantization_config.quant_method '{}' cannot be sized from the config alone; point --model "
            "at a folder with the safetensors files so their headers give the sizes",
            shape.quant.method);
-  const ConfigTensors t(shape);
   WeightTable w;
   w.tied = shape.tie_embeddings;
-  for (int64_t i = 0; i < shape.n_layers; ++i) {
-    LayerWeights l;
-    t.attention(l, shape.layer_own_indexer.empty() || shape.layer_own_indexer[static_cast<size_t>(i)]);
-    t.ffn(l, shape.layer_ffn[static_cast<size_t>(i)]);
-    w.layers.push_back(l);
-  }
-  w.embedding = t.plain(shape.vocab * shape.hidden);
-  if (!shape.tie_embeddings) w.lm_head = t.plain(shape.vocab * shape.hidden);
-  w.final_norm = t.plain(shape.hidden);
-  // An MTP layer is a MoE decoder layer plus eh_proj [hidden, 2·hidden], enorm, hnorm, its head's norm
-  // and (DeepSeek-V3 checkpoints) its own copies of the embedding and the LM head.
-  for (int64_t i = 0; i < shape.nextn_layers; ++i) {
-    LayerWeights l;
-    t.attention(l, true);
-    t.ffn(l, FfnKind::moe);
-    std::array<Amount, kPartCount> parts{};
-    add_layer(parts, l);
-    for (const auto& a : parts) w.nextn += a;
-    w.nextn += t.linear(shape.hidden, 2 * shape.hidden);
-    w.nextn += t.plain(3 * shape.hidden + 2 * shape.vocab * shape.hidden);
+  w.layers.resize(static_cast<size_t>(shape.n_layers));
+  for (const TensorDecl& t : global_tensors(shape)) slot(w, nullptr, t.role) += declared_amount(shape, t);
+  for (int64_t i = 0; i < shape.n_layers + shape.nextn_layers; ++i) {
+    LayerWeights* layer = i < shape.n_layers ? &w.layers[static_cast<size_t>(i)] : nullptr;
+    for (const TensorDecl& t : layer_tensors(shape, i)) slot(w, layer, t.role) += declared_amount(shape, t);
   }
   return w;
 }
@@ -232,40 +170,29 @@ WeightTable weights_from_config(const ModelDesc& shape) {
 WeightTable weights_from_checkpoint(const ModelDesc& shape, const Checkpoint& ckpt) {
   WeightTable w;
   w.layers.resize(static_cast<size_t>(shape.n_layers));
-  const std::string layer_prefix = "model.layers.";
+  // Every name the description declares for the layers kept, with its layer (-1: global) and role.
+  std::unordered_map<std::string, std::pair<int64_t, TensorRole>> declared;
+  for (const TensorDecl& t : global_tensors(shape)) declared.emplace(t.name, std::pair{int64_t{-1}, t.role});
+  for (int64_t i = 0; i < shape.n_layers; ++i) {
+    for (TensorDecl& t : layer_tensors(shape, i)) declared.emplace(std::move(t.name), std::pair{i, t.role});
+  }
   for (const TensorInfo* t : ckpt.tensors()) {
-    const Amount a{.bytes = static_cast<int64_t>(t->nbytes), .params = is_scale_tensor(t->name) ? 0 : t->shape.numel()};
-    const std::string& name = t->name;
-    if (name.starts_with(layer_prefix)) {
-      size_t pos = layer_prefix.size();
-      int64_t layer = 0;
-      bool digits = false;
-      while (pos < name.size() && std::isdigit(static_cast<unsigned char>(name[pos]))) {
-        // Saturates: any index past the model's layers is treated alike (an MTP or cut layer).
-        layer = std::min<int64_t>(layer * 10 + (name[pos++] - '0'), int64_t{1} << 40);
-        digits = true;
-      }
-      if (digits && pos < name.size() && name[pos] == '.') {
-        if (layer >= shape.n_layers) {
-          w.nextn += a;  // MTP layers, and layers beyond --layers
-          continue;
-        }
-        Amount* slot = classify_layer_tensor(w.layers[static_cast<size_t>(layer)], name.substr(pos + 1));
-        *slot += a;
-        if (slot == &w.layers[static_cast<size_t>(layer)].other) w.unrecognised.push_back(name);
-        continue;
-      }
+    const std::string scaled = scaled_tensor_name(t->name);
+    const std::string& name = scaled.empty() ? t->name : scaled;
+    const Amount a{.bytes = static_cast<int64_t>(t->nbytes), .params = scaled.empty() ? t->shape.numel() : 0};
+    const int64_t layer = layer_of(name);
+    if (layer >= shape.n_layers) {
+      w.nextn += a;  // MTP layers, and layers beyond --layers
+      continue;
     }
-    if (name.starts_with("model.embed_tokens.")) {
-      w.embedding += a;
-    } else if (name.starts_with("lm_head.")) {
-      w.lm_head += a;
-    } else if (name.starts_with("model.norm.")) {
-      w.final_norm += a;
-    } else {
-      w.other += a;
-      w.unrecognised.push_back(name);
+    const auto it = declared.find(name);
+    if (it != declared.end()) {
+      const int64_t l = it->second.first;
+      slot(w, l >= 0 ? &w.layers[static_cast<size_t>(l)] : nullptr, it->second.second) += a;
+      continue;
     }
+    (layer >= 0 ? w.layers[static_cast<size_t>(layer)].other : w.other) += a;
+    w.unrecognised.push_back(t->name);
   }
   w.tied = w.lm_head.bytes == 0 && shape.tie_embeddings;
   return w;

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
+#include "arch/model_desc.h"
 #include "io/safetensors.h"
 #include "parallel/mapping.h"
-#include "arch/model_desc.h"
 
 namespace sy {
 
