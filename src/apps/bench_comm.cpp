@@ -13,10 +13,10 @@
 
 #include "apps/commands.h"
 #include "apps/launch.h"
+#include "arch/model_desc.h"
 #include "base/check.h"
 #include "model/parallel.h"
 #include "parallel/rank_groups.h"
-#include "arch/model_desc.h"
 #include "planner/report.h"
 
 namespace sy {
@@ -78,7 +78,7 @@ std::string fixed(double v, int precision) { return fmt::format("{:.{}f}", v, pr
 
 // What every rank checks before the first collective.
 struct CommPlan {
-  std::vector<int64_t> sweep;       // all-reduce sizes in bytes, min_bytes × 2^i up to max_bytes
+  std::vector<int64_t> sweep;      // all-reduce sizes in bytes, min_bytes × 2^i up to max_bytes
   std::optional<ModelDesc> shape;  // with --model
 };
 

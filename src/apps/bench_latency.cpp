@@ -333,9 +333,8 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
         "%6lld %12.0f %8.1f%% | %9.3f %11.0f %9.3f %6.1f%% | %9.3f | %9.3f %7.3f %8.3f %8.3f %8.3f %7.3f %13.3f "
         "%8.3f %7.3f\n",
         static_cast<long long>(B), r.prefill_tok_s, prefill_pct, r.decode_step_ms, r.decode_tok_s, r.decode_floor_ms,
-        decode_pct, r.eager_step_ms, ph(Phase::attention),
-        ph(Phase::router), ph(Phase::experts), ph(Phase::combine), ph(Phase::dense), ph(Phase::norms),
-        ph(Phase::communication), r.sampling_ms, r.other_ms);
+        decode_pct, r.eager_step_ms, ph(Phase::attention), ph(Phase::router), ph(Phase::experts), ph(Phase::combine),
+        ph(Phase::dense), ph(Phase::norms), ph(Phase::communication), r.sampling_ms, r.other_ms);
     std::fflush(stdout);
     nlohmann::json phases;
     for (int p = 0; p < kPhaseCount; ++p) {

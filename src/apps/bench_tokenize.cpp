@@ -87,11 +87,11 @@ int run_bench_tokenize(const BenchTokenizeOptions& o) {
   }
   std::sort(seconds.begin(), seconds.end());
   const double median = seconds[seconds.size() / 2];
-  const nlohmann::ordered_json line = {{"tokenizer", o.model},     {"engine", "switchyard"},
-                                       {"mode", "encode"},         {"strings", corpus.size()},
-                                       {"bytes", bytes},           {"tokens", tokens},
-                                       {"seconds", median},        {"mb_per_s", static_cast<double>(bytes) / median / 1e6},
-                                       {"load_ms", load_ms},       {"repeat", o.repeat}};
+  const nlohmann::ordered_json line = {{"tokenizer", o.model}, {"engine", "switchyard"},
+                                       {"mode", "encode"},     {"strings", corpus.size()},
+                                       {"bytes", bytes},       {"tokens", tokens},
+                                       {"seconds", median},    {"mb_per_s", static_cast<double>(bytes) / median / 1e6},
+                                       {"load_ms", load_ms},   {"repeat", o.repeat}};
   std::printf("%s\n", line.dump().c_str());
   return 0;
 }

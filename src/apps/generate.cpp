@@ -245,7 +245,8 @@ int generate(const GenerateOptions& o, const Prompts& prompts, const ParallelGro
            o.fail_on_rank, rank);
   const bool any_text = prompts.text.has_value();
   std::optional<TextStream> stream;
-  if (rank == 0 && prompts.ids.size() == 1 && prompts.is_text[0]) stream.emplace(prompts.text->tokenizer, engine, ids[0]);
+  if (rank == 0 && prompts.ids.size() == 1 && prompts.is_text[0])
+    stream.emplace(prompts.text->tokenizer, engine, ids[0]);
   const auto t0 = std::chrono::steady_clock::now();
   engine.run([&] {
     if (stream) stream->after_step();
@@ -274,8 +275,8 @@ int generate(const GenerateOptions& o, const Prompts& prompts, const ParallelGro
   // With text output, stdout holds only the text.
   std::fprintf(any_text ? stderr : stdout,
                "generated %lld tokens for %zu prompt(s) in %.3f s: %.1f tokens/s (%lld forward passes)\n",
-               static_cast<long long>(generated), prompts.ids.size(), seconds,
-               static_cast<double>(generated) / seconds, static_cast<long long>(engine.steps()));
+               static_cast<long long>(generated), prompts.ids.size(), seconds, static_cast<double>(generated) / seconds,
+               static_cast<long long>(engine.steps()));
   if (!o.logits_out.empty()) {
     const auto& r = engine.result(ids[0]);
     const int64_t vocab = model->info().vocab_size;

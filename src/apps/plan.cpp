@@ -112,8 +112,8 @@ LayoutRequest LayoutFlags::request() const {
     if (given[i] != nullptr && given[i]->count() > 0) r.set(kAxes[i], sizes[i]);
   }
   if (!pp_layers.empty()) {
-    for (int64_t v : parse_int_list(pp_layers, 1'000'000, "--pp-layers", "a layer count",
-                                    "give one count per stage, like 30,31")) {
+    for (int64_t v :
+         parse_int_list(pp_layers, 1'000'000, "--pp-layers", "a layer count", "give one count per stage, like 30,31")) {
       r.pp_layers.push_back(static_cast<int>(v));
     }
   }

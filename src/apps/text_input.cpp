@@ -35,8 +35,8 @@ std::vector<int32_t> encode_chat(const TextModel& model, const std::string& syst
 
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& flag) {
   std::vector<int32_t> ids;
-  for (int64_t v : parse_int_list(text, INT32_MAX, flag, "a token id",
-                                  "give comma-separated non-negative integers like 1,2,3")) {
+  for (int64_t v :
+       parse_int_list(text, INT32_MAX, flag, "a token id", "give comma-separated non-negative integers like 1,2,3")) {
     ids.push_back(static_cast<int32_t>(v));
   }
   return ids;

@@ -22,9 +22,7 @@ struct TokenizeOptions {
   bool skip_special_tokens = false;
 };
 
-std::string read_file(const std::string& path) {
-  return read_regular_file(path, uint64_t{1} << 30, "--file");
-}
+std::string read_file(const std::string& path) { return read_regular_file(path, uint64_t{1} << 30, "--file"); }
 
 int run_tokenize(const TokenizeOptions& o) {
   const int inputs = (o.text.empty() ? 0 : 1) + (o.file.empty() ? 0 : 1) + (o.decode.empty() ? 0 : 1);

@@ -21,18 +21,20 @@ std::vector<bool> own_indexer_layers(const ConfigJson& cfg, int64_t n_layers, bo
   if (!sharing) return full;
   std::vector<std::string> types = cfg.get_string_list("indexer_types");
   if (types.empty() && cfg.has("index_topk_pattern")) {
-    for (char ch : cfg.get_string("index_topk_pattern", "")) types.push_back(ch == 'S' ? "shared" : ch == 'F' ? "full" : "?");
+    for (char ch : cfg.get_string("index_topk_pattern", ""))
+      types.push_back(ch == 'S' ? "shared" : ch == 'F' ? "full" : "?");
   }
   if (types.empty()) {
     const int64_t freq = cfg.get_int("index_topk_freq", 1, 1), offset = cfg.get_int("index_skip_topk_offset", 2, 0);
-    for (int64_t i = 0; i < n_layers; ++i) full[static_cast<size_t>(i)] = std::max<int64_t>(i - offset + 1, 0) % freq == 0;
+    for (int64_t i = 0; i < n_layers; ++i)
+      full[static_cast<size_t>(i)] = std::max<int64_t>(i - offset + 1, 0) % freq == 0;
   } else {
     SY_CHECK(static_cast<int64_t>(types.size()) == n_layers, "{}: indexer_types has {} entries for {} layers",
              cfg.source(), types.size(), n_layers);
     for (int64_t i = 0; i < n_layers; ++i) {
       const std::string& t = types[static_cast<size_t>(i)];
-      SY_CHECK(t == "full" || t == "shared", "{}: indexer_types[{}] is '{}'; expected 'full' or 'shared'",
-               cfg.source(), i, cut_for_message(t));
+      SY_CHECK(t == "full" || t == "shared", "{}: indexer_types[{}] is '{}'; expected 'full' or 'shared'", cfg.source(),
+               i, cut_for_message(t));
       full[static_cast<size_t>(i)] = t == "full";
     }
   }
@@ -60,14 +62,18 @@ void read_deepseek_moe(const ConfigJson& cfg, ModelDesc& d, const DeepseekMoeDef
   d.nextn_layers = cfg.get_int("num_nextn_predict_layers", 0, 0);
 
   const auto scoring = cfg.get_string("scoring_func", "sigmoid"), method = cfg.get_string("topk_method", "noaux_tc");
-  SY_CHECK(scoring == "sigmoid" && method == "noaux_tc", "{}: scoring_func '{}' with topk_method '{}' is not "
+  SY_CHECK(scoring == "sigmoid" && method == "noaux_tc",
+           "{}: scoring_func '{}' with topk_method '{}' is not "
            "supported; DeepSeek-V3-style checkpoints use 'sigmoid' with 'noaux_tc' (DeepSeek-V2's softmax routing is "
-           "not implemented)", cfg.source(), cut_for_message(scoring), cut_for_message(method));
+           "not implemented)",
+           cfg.source(), cut_for_message(scoring), cut_for_message(method));
   SY_CHECK(m.n_experts % m.n_group == 0 && m.topk_group <= m.n_group,
            "{}: n_group {} must divide n_routed_experts {} and topk_group {} must not exceed it", cfg.source(),
            m.n_group, m.n_experts, m.topk_group);
-  SY_CHECK(m.top_k <= m.topk_group * (m.n_experts / m.n_group), "{}: num_experts_per_tok {} exceeds the {} experts "
-           "of topk_group {} groups", cfg.source(), m.top_k, m.topk_group * (m.n_experts / m.n_group), m.topk_group);
+  SY_CHECK(m.top_k <= m.topk_group * (m.n_experts / m.n_group),
+           "{}: num_experts_per_tok {} exceeds the {} experts "
+           "of topk_group {} groups",
+           cfg.source(), m.top_k, m.topk_group * (m.n_experts / m.n_group), m.topk_group);
 
   d.layer_ffn.clear();
   const auto types = cfg.get_string_list("mlp_layer_types");
@@ -99,8 +105,8 @@ ModelDesc describe_mla_model(const ConfigJson& cfg, const MlaFamily& f) {
   a.n_heads = cfg.get_int("num_attention_heads", 1);
   a.kv_heads = a.n_heads;
   // Absent: the class's default; null (DeepSeek-V2-Lite form): a plain q_proj.
-  a.q_lora_rank = cfg.present("q_lora_rank") ? (cfg.has("q_lora_rank") ? cfg.get_int("q_lora_rank", 1) : 0)
-                                             : f.q_lora_rank;
+  a.q_lora_rank =
+      cfg.present("q_lora_rank") ? (cfg.has("q_lora_rank") ? cfg.get_int("q_lora_rank", 1) : 0) : f.q_lora_rank;
   a.kv_lora_rank = cfg.get_int("kv_lora_rank", 512, 1);
   a.qk_nope_head_dim = cfg.get_int("qk_nope_head_dim", f.qk_nope_head_dim, 0);
   a.qk_rope_head_dim = cfg.get_int("qk_rope_head_dim", 64, 2);
@@ -114,8 +120,8 @@ ModelDesc describe_mla_model(const ConfigJson& cfg, const MlaFamily& f) {
 
   // transformers points head_dim at qk_rope_head_dim: the rope tables cover the rope slice only.
   d.rope = cfg.rope(10000.0);
-  SY_CHECK(d.rope.partial_rotary_factor == 1.0, "{}: partial_rotary_factor {} is not supported with MLA",
-           cfg.source(), d.rope.partial_rotary_factor);
+  SY_CHECK(d.rope.partial_rotary_factor == 1.0, "{}: partial_rotary_factor {} is not supported with MLA", cfg.source(),
+           d.rope.partial_rotary_factor);
   // DeepseekV3Attention: scaling = qk_head_dim^-0.5, times mscale² for a non-default rope with mscale_all_dim.
   double scale = 1.0 / std::sqrt(static_cast<double>(a.head_dim));
   if (d.rope.type != "default" && d.rope.mscale_all_dim != 0.0) {
@@ -130,8 +136,8 @@ ModelDesc describe_mla_model(const ConfigJson& cfg, const MlaFamily& f) {
     a.index_head_dim = cfg.get_int("index_head_dim", 128, 1);
     a.index_topk = cfg.get_int("index_topk", 2048, 1);
     a.index_rope_interleaved = f.indexer_rope_interleaved;
-    SY_CHECK(a.index_head_dim >= a.qk_rope_head_dim, "{}: index_head_dim {} is below qk_rope_head_dim {}",
-             cfg.source(), a.index_head_dim, a.qk_rope_head_dim);
+    SY_CHECK(a.index_head_dim >= a.qk_rope_head_dim, "{}: index_head_dim {} is below qk_rope_head_dim {}", cfg.source(),
+             a.index_head_dim, a.qk_rope_head_dim);
     d.layer_own_indexer = own_indexer_layers(cfg, d.n_layers, f.indexer_sharing);
   }
   read_deepseek_moe(cfg, d, f.moe);

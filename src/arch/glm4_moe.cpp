@@ -25,9 +25,14 @@ ModelDesc describe_glm4_moe(const ConfigJson& cfg) {
   d.attn.qkv_bias = cfg.get_bool("attention_bias", false);
   d.attn.o_bias = false;
   d.attn.qk_norm = cfg.get_bool("use_qk_norm", false);
-  read_deepseek_moe(cfg, d, {.n_routed_experts = 128, .moe_intermediate_size = 1408, .intermediate_size = 10944,
-                             .first_k_dense_replace = 1, .n_group = 1, .topk_group = 1,
-                             .routed_scaling_factor = 1.0});
+  read_deepseek_moe(cfg, d,
+                    {.n_routed_experts = 128,
+                     .moe_intermediate_size = 1408,
+                     .intermediate_size = 10944,
+                     .first_k_dense_replace = 1,
+                     .n_group = 1,
+                     .topk_group = 1,
+                     .routed_scaling_factor = 1.0});
   return d;
 }
 

@@ -17,7 +17,9 @@ ModelDesc describe_mixtral(const ConfigJson& cfg) {
   m.inter = cfg.get_int("intermediate_size", 14336, 1);
   m.renormalize = true;
   d.layer_ffn.assign(static_cast<size_t>(d.n_layers), FfnKind::moe);
-  d.names = {.moe_block = "block_sparse_moe.", .expert_gate = "w1.weight", .expert_up = "w3.weight",
+  d.names = {.moe_block = "block_sparse_moe.",
+             .expert_gate = "w1.weight",
+             .expert_up = "w3.weight",
              .expert_down = "w2.weight"};
   return d;
 }

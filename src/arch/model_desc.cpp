@@ -19,11 +19,9 @@ struct ArchEntry {
 };
 
 constexpr ArchEntry kArchitectures[] = {
-    {"Qwen3MoeForCausalLM", describe_qwen3_moe},
-    {"MixtralForCausalLM", describe_mixtral},
+    {"Qwen3MoeForCausalLM", describe_qwen3_moe},       {"MixtralForCausalLM", describe_mixtral},
     {"DeepseekV3ForCausalLM", describe_deepseek_v3},  // also Kimi K2 (model_type kimi_k2)
-    {"DeepseekV32ForCausalLM", describe_deepseek_v32},
-    {"Glm4MoeForCausalLM", describe_glm4_moe},
+    {"DeepseekV32ForCausalLM", describe_deepseek_v32}, {"Glm4MoeForCausalLM", describe_glm4_moe},
     {"GlmMoeDsaForCausalLM", describe_glm_moe_dsa},
 };
 
@@ -46,8 +44,8 @@ void check_model_size(const ModelDesc& s, const std::string& source) {
                            d(a.q_lora_rank) * (h + d(a.n_heads) * d(a.head_dim)) +
                            d(a.kv_lora_rank) * (h + d(a.n_heads) * d(a.qk_nope_head_dim + a.v_head_dim)) +
                            d(a.index_n_heads) * d(a.index_head_dim) * (h + d(a.q_lora_rank));
-  const double ffn = 3 * h * (d(s.moe.n_experts) * d(s.moe.inter) + d(s.moe.shared_inter) + d(s.dense_inter)) +
-                     h * d(s.moe.n_experts);
+  const double ffn =
+      3 * h * (d(s.moe.n_experts) * d(s.moe.inter) + d(s.moe.shared_inter) + d(s.dense_inter)) + h * d(s.moe.n_experts);
   const double params = d(s.n_layers + s.nextn_layers) * (attention + ffn) + 2 * d(s.vocab) * h;
   SY_CHECK(params <= kMaxParams,
            "{}: the config describes about {:.3g} parameters, over the {:.0e} this engine accepts; check "

@@ -88,8 +88,8 @@ struct ModelDesc {
   int64_t vocab = 0;
   int64_t max_position = 0;  // max_position_embeddings
   bool tie_embeddings = false;
-  double norm_eps = 1e-6;    // rms_norm_eps of the decoder norms (and GQA's q/k norms)
-  RopeConfig rope;           // rope_type, theta and scaling
+  double norm_eps = 1e-6;  // rms_norm_eps of the decoder norms (and GQA's q/k norms)
+  RopeConfig rope;         // rope_type, theta and scaling
   AttentionDesc attn;
   MoeDesc moe;
   int64_t dense_inter = 0;         // intermediate size of dense FFN layers

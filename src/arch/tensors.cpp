@@ -13,8 +13,11 @@ class LayerDecls {
   LayerDecls(const ModelDesc& d, std::vector<TensorDecl>& out, bool nextn) : d_(d), out_(out), nextn_(nextn) {}
 
   void add(std::string name, std::vector<int64_t> shape, TensorRole role, bool matrix = false, bool f32 = false) {
-    out_.push_back({.name = std::move(name), .shape = std::move(shape), .role = nextn_ ? TensorRole::nextn : role,
-                    .matrix = matrix, .f32 = f32});
+    out_.push_back({.name = std::move(name),
+                    .shape = std::move(shape),
+                    .role = nextn_ ? TensorRole::nextn : role,
+                    .matrix = matrix,
+                    .f32 = f32});
   }
   void matrix(std::string name, int64_t rows, int64_t cols, TensorRole role) {
     add(std::move(name), {rows, cols}, role, true);

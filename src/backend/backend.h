@@ -2,8 +2,8 @@
 // interface; the CPU backend forwards to kernels/cpu, a CUDA backend to kernels/cuda.
 #pragma once
 
-#include <cstddef>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,17 +35,17 @@ using WeightPtr = const void*;
 struct RandomFillArgs {
   void* dst = nullptr;  // [n] device memory of weight_dtype()
   int64_t n = 0;
-  uint64_t seed = 0;    // the same seed and n give the same values on every backend (before rounding)
+  uint64_t seed = 0;  // the same seed and n give the same values on every backend (before rounding)
   float mean = 0.0f;
   float stddev = 1.0f;
 };
 
 struct KvWriteCall {
-  const float* k = nullptr;      // [tokens, kv_heads, head_dim]
-  const float* v = nullptr;      // [tokens, kv_heads, v_head_dim]
+  const float* k = nullptr;        // [tokens, kv_heads, head_dim]
+  const float* v = nullptr;        // [tokens, kv_heads, v_head_dim]
   const int32_t* slots = nullptr;  // [tokens]
-  void* k_cache = nullptr;       // kv_dtype() [n_slots, kv_heads, head_dim]
-  void* v_cache = nullptr;       // kv_dtype() [n_slots, kv_heads, v_head_dim]
+  void* k_cache = nullptr;         // kv_dtype() [n_slots, kv_heads, head_dim]
+  void* v_cache = nullptr;         // kv_dtype() [n_slots, kv_heads, v_head_dim]
   int64_t tokens = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
@@ -54,13 +54,13 @@ struct KvWriteCall {
 
 // As PagedAttentionArgs (kernels/ops.h), with the caches in kv_dtype().
 struct AttentionCall {
-  const float* q = nullptr;              // [tokens, n_heads, head_dim]
-  const void* k_cache = nullptr;         // [n_slots, kv_heads, head_dim]
-  const void* v_cache = nullptr;         // [n_slots, kv_heads, v_head_dim]
-  const int32_t* block_tables = nullptr; // [n_seqs, max_blocks]
-  const int32_t* token_seq = nullptr;    // [tokens]
-  const int32_t* positions = nullptr;    // [tokens]
-  float* out = nullptr;                  // [tokens, n_heads, v_head_dim]
+  const float* q = nullptr;               // [tokens, n_heads, head_dim]
+  const void* k_cache = nullptr;          // [n_slots, kv_heads, head_dim]
+  const void* v_cache = nullptr;          // [n_slots, kv_heads, v_head_dim]
+  const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
+  const int32_t* token_seq = nullptr;     // [tokens]
+  const int32_t* positions = nullptr;     // [tokens]
+  float* out = nullptr;                   // [tokens, n_heads, v_head_dim]
   int64_t tokens = 0;
   int64_t n_seqs = 0;
   int64_t n_heads = 0;
@@ -78,20 +78,20 @@ struct AttentionCall {
 // written to the cache at the tokens' slots. The default composes rms_norm, rope and kv_write (the
 // oracle); a backend may do it in one pass.
 struct QkRopeKvCall {
-  float* q = nullptr;                  // [tokens, n_heads, head_dim], normalised and rotated in place
-  float* k = nullptr;                  // [tokens, kv_heads, head_dim], likewise
-  const float* v = nullptr;            // [tokens, kv_heads, head_dim]
-  WeightPtr q_norm = nullptr;          // [head_dim], or null: q and k are not normalised
-  WeightPtr k_norm = nullptr;          // [head_dim], null exactly when q_norm is
+  float* q = nullptr;          // [tokens, n_heads, head_dim], normalised and rotated in place
+  float* k = nullptr;          // [tokens, kv_heads, head_dim], likewise
+  const float* v = nullptr;    // [tokens, kv_heads, head_dim]
+  WeightPtr q_norm = nullptr;  // [head_dim], or null: q and k are not normalised
+  WeightPtr k_norm = nullptr;  // [head_dim], null exactly when q_norm is
   float norm_eps = 1e-6f;
   const int32_t* positions = nullptr;  // [tokens]
   const float* inv_freq = nullptr;     // [rotary_dim / 2]
   int64_t rotary_dim = 0;              // as RopeArgs
   float attention_scale = 1.0f;
   bool interleaved = false;
-  const int32_t* slots = nullptr;      // [tokens]
-  void* k_cache = nullptr;             // kv_dtype() [n_slots, kv_heads, head_dim]
-  void* v_cache = nullptr;             // kv_dtype() [n_slots, kv_heads, head_dim]
+  const int32_t* slots = nullptr;  // [tokens]
+  void* k_cache = nullptr;         // kv_dtype() [n_slots, kv_heads, head_dim]
+  void* v_cache = nullptr;         // kv_dtype() [n_slots, kv_heads, head_dim]
   int64_t tokens = 0;
   int64_t n_heads = 0;
   int64_t kv_heads = 0;
@@ -117,10 +117,10 @@ struct MoeExpertsCall {
 // Multi-head latent attention ops (kernels/ops.h has the math), with the latent cache in kv_dtype() and
 // weights in weight_dtype().
 struct MlaKvWriteCall {
-  const float* kv = nullptr;          // [tokens, kv_lora_rank + rope_dim], rope part already rotated
-  WeightPtr norm_weight = nullptr;    // [kv_lora_rank] kv_a_layernorm
-  const int32_t* slots = nullptr;     // [tokens]
-  void* cache = nullptr;              // [n_slots, kv_lora_rank + rope_dim]
+  const float* kv = nullptr;        // [tokens, kv_lora_rank + rope_dim], rope part already rotated
+  WeightPtr norm_weight = nullptr;  // [kv_lora_rank] kv_a_layernorm
+  const int32_t* slots = nullptr;   // [tokens]
+  void* cache = nullptr;            // [n_slots, kv_lora_rank + rope_dim]
   int64_t tokens = 0;
   int64_t kv_lora_rank = 0;
   int64_t rope_dim = 0;
@@ -142,14 +142,14 @@ struct HeadLinearCall {
 };
 
 struct MlaAttentionCall {
-  const float* q_latent = nullptr;        // [tokens, n_heads, kv_lora_rank]
-  const float* q_rope = nullptr;          // [tokens, n_heads, q_rope_stride]
-  const void* cache = nullptr;            // [n_slots, kv_lora_rank + rope_dim]
-  const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
-  const int32_t* token_seq = nullptr;     // [tokens]
-  const int32_t* positions = nullptr;     // [tokens]
-  const int32_t* key_positions = nullptr; // [tokens, n_selected] or null (all keys 0..p)
-  float* out = nullptr;                   // [tokens, n_heads, kv_lora_rank]
+  const float* q_latent = nullptr;         // [tokens, n_heads, kv_lora_rank]
+  const float* q_rope = nullptr;           // [tokens, n_heads, q_rope_stride]
+  const void* cache = nullptr;             // [n_slots, kv_lora_rank + rope_dim]
+  const int32_t* block_tables = nullptr;   // [n_seqs, max_blocks]
+  const int32_t* token_seq = nullptr;      // [tokens]
+  const int32_t* positions = nullptr;      // [tokens]
+  const int32_t* key_positions = nullptr;  // [tokens, n_selected] or null (all keys 0..p)
+  float* out = nullptr;                    // [tokens, n_heads, kv_lora_rank]
   int64_t tokens = 0;
   int64_t n_heads = 0;
   int64_t kv_lora_rank = 0;
@@ -189,7 +189,7 @@ using PhaseTimes = std::array<double, kPhaseCount>;  // milliseconds per phase
 
 // Memory of the device a backend allocates from, in bytes.
 struct MemoryInfo {
-  size_t free_bytes = 0;   // allocatable now
+  size_t free_bytes = 0;  // allocatable now
   size_t total_bytes = 0;
 };
 

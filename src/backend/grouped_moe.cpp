@@ -1,7 +1,7 @@
 // GroupedMoe: the portable routed-experts path, built from each backend's primitive ops.
-#include <algorithm>
-
 #include "backend/grouped_moe.h"
+
+#include <algorithm>
 
 namespace sy {
 

@@ -17,12 +17,10 @@ struct DTypeInfo {
   bool is_float;
 };
 constexpr DTypeInfo kInfo[] = {
-    {DType::f32, "F32", 4, true},          {DType::f16, "F16", 2, true},
-    {DType::bf16, "BF16", 2, true},        {DType::f8_e4m3, "F8_E4M3", 1, true},
-    {DType::f8_e5m2, "F8_E5M2", 1, true},  {DType::f64, "F64", 8, true},
-    {DType::i64, "I64", 8, false},         {DType::i32, "I32", 4, false},
-    {DType::i16, "I16", 2, false},         {DType::i8, "I8", 1, false},
-    {DType::u8, "U8", 1, false},           {DType::boolean, "BOOL", 1, false},
+    {DType::f32, "F32", 4, true},         {DType::f16, "F16", 2, true},         {DType::bf16, "BF16", 2, true},
+    {DType::f8_e4m3, "F8_E4M3", 1, true}, {DType::f8_e5m2, "F8_E5M2", 1, true}, {DType::f64, "F64", 8, true},
+    {DType::i64, "I64", 8, false},        {DType::i32, "I32", 4, false},        {DType::i16, "I16", 2, false},
+    {DType::i8, "I8", 1, false},          {DType::u8, "U8", 1, false},          {DType::boolean, "BOOL", 1, false},
 };
 const DTypeInfo& info(DType t) { return kInfo[static_cast<size_t>(t)]; }
 }  // namespace
@@ -61,7 +59,7 @@ uint16_t f32_to_f16(float f) {
   const uint32_t absx = x & 0x7fffffffu;
   if (absx > 0x7f800000u) return uint16_t(sign | 0x7e00u);
   if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (absx < 0x38800000u) {                                    // subnormal half (or zero)
+  if (absx < 0x38800000u) {                                  // subnormal half (or zero)
     float a;
     std::memcpy(&a, &absx, 4);
     return uint16_t(sign | uint32_t(std::nearbyint(a * 16777216.0f)));  // 2^24, ties to even

@@ -103,16 +103,14 @@ std::string read_regular_file(const std::filesystem::path& path, uint64_t max_by
   const std::string file = path.string();
   struct stat st {};
   SY_CHECK(::stat(path.c_str(), &st) == 0, "{}: cannot read {}: {}", file, what, std::strerror(errno));
-  SY_CHECK(S_ISREG(st.st_mode), "{}: cannot read {}: it is {}, not a regular file", file, what,
-           file_kind(st.st_mode));
+  SY_CHECK(S_ISREG(st.st_mode), "{}: cannot read {}: it is {}, not a regular file", file, what, file_kind(st.st_mode));
   SY_CHECK(static_cast<uint64_t>(st.st_size) <= max_bytes, "{}: {} is {} bytes, over the limit of {} bytes ({} MiB)",
            file, what, st.st_size, max_bytes, max_bytes >> 20);
   // O_NONBLOCK: should the path have become a FIFO since stat, open must not wait for a writer.
   const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   SY_CHECK(fd.get() >= 0, "{}: cannot open {}: {}", file, what, std::strerror(errno));
   struct stat fst {};
-  SY_CHECK(::fstat(fd.get(), &fst) == 0 && S_ISREG(fst.st_mode), "{}: cannot read {}: not a regular file", file,
-           what);
+  SY_CHECK(::fstat(fd.get(), &fst) == 0 && S_ISREG(fst.st_mode), "{}: cannot read {}: not a regular file", file, what);
   // One byte more than the file holds, so that a file that grew since fstat is noticed; never more
   // than max_bytes + 1.
   const auto capacity_limit = static_cast<size_t>(max_bytes + 1);

@@ -79,15 +79,33 @@ struct IntBound {
   int64_t max;
 };
 constexpr IntBound kIntBounds[] = {
-    {"num_hidden_layers", 4096},        {"hidden_size", 1 << 18},           {"intermediate_size", 1 << 20},
-    {"moe_intermediate_size", 1 << 20}, {"vocab_size", 1 << 24},            {"num_attention_heads", 4096},
-    {"num_key_value_heads", 4096},      {"head_dim", 8192},                 {"v_head_dim", 8192},
-    {"qk_rope_head_dim", 8192},         {"qk_nope_head_dim", 8192},         {"kv_lora_rank", 1 << 16},
-    {"q_lora_rank", 1 << 16},           {"num_experts", 1 << 14},           {"num_local_experts", 1 << 14},
-    {"n_routed_experts", 1 << 14},      {"num_experts_per_tok", 1 << 14},   {"n_shared_experts", 256},
-    {"n_group", 1 << 14},               {"topk_group", 1 << 14},            {"max_position_embeddings", 1 << 26},
-    {"original_max_position_embeddings", 1 << 26}, {"sliding_window", 1 << 26}, {"index_n_heads", 4096},
-    {"index_head_dim", 8192},           {"index_topk", 1 << 26},            {"num_nextn_predict_layers", 4096},
+    {"num_hidden_layers", 4096},
+    {"hidden_size", 1 << 18},
+    {"intermediate_size", 1 << 20},
+    {"moe_intermediate_size", 1 << 20},
+    {"vocab_size", 1 << 24},
+    {"num_attention_heads", 4096},
+    {"num_key_value_heads", 4096},
+    {"head_dim", 8192},
+    {"v_head_dim", 8192},
+    {"qk_rope_head_dim", 8192},
+    {"qk_nope_head_dim", 8192},
+    {"kv_lora_rank", 1 << 16},
+    {"q_lora_rank", 1 << 16},
+    {"num_experts", 1 << 14},
+    {"num_local_experts", 1 << 14},
+    {"n_routed_experts", 1 << 14},
+    {"num_experts_per_tok", 1 << 14},
+    {"n_shared_experts", 256},
+    {"n_group", 1 << 14},
+    {"topk_group", 1 << 14},
+    {"max_position_embeddings", 1 << 26},
+    {"original_max_position_embeddings", 1 << 26},
+    {"sliding_window", 1 << 26},
+    {"index_n_heads", 4096},
+    {"index_head_dim", 8192},
+    {"index_topk", 1 << 26},
+    {"num_nextn_predict_layers", 4096},
 };
 // Any other integer (token ids, layer indices, strides) must fit an int.
 constexpr int64_t kDefaultIntMax = std::numeric_limits<int32_t>::max();
@@ -108,13 +126,20 @@ struct DoubleBound {
   double max;
 };
 constexpr DoubleBound kDoubleBounds[] = {
-    {"rms_norm_eps", 0.0, true, 1.0},           {"layer_norm_epsilon", 0.0, true, 1.0},
-    {"rope_theta", 0.0, true, 1e15},            {"partial_rotary_factor", 0.0, true, 1.0},
-    {"routed_scaling_factor", 0.0, true, 1e6},  {"factor", 0.0, true, 1e6},
-    {"beta_fast", 0.0, true, 1e6},              {"beta_slow", 0.0, true, 1e6},
-    {"mscale", 0.0, false, 1e6},                {"mscale_all_dim", 0.0, false, 1e6},
-    {"attention_factor", 0.0, true, 1e6},       {"low_freq_factor", 0.0, true, 1e6},
-    {"high_freq_factor", 0.0, true, 1e6},       {"original_max_position_embeddings", 0.0, false, 1 << 26},
+    {"rms_norm_eps", 0.0, true, 1.0},
+    {"layer_norm_epsilon", 0.0, true, 1.0},
+    {"rope_theta", 0.0, true, 1e15},
+    {"partial_rotary_factor", 0.0, true, 1.0},
+    {"routed_scaling_factor", 0.0, true, 1e6},
+    {"factor", 0.0, true, 1e6},
+    {"beta_fast", 0.0, true, 1e6},
+    {"beta_slow", 0.0, true, 1e6},
+    {"mscale", 0.0, false, 1e6},
+    {"mscale_all_dim", 0.0, false, 1e6},
+    {"attention_factor", 0.0, true, 1e6},
+    {"low_freq_factor", 0.0, true, 1e6},
+    {"high_freq_factor", 0.0, true, 1e6},
+    {"original_max_position_embeddings", 0.0, false, 1 << 26},
 };
 
 int64_t checked_int(const nlohmann::json& v, const std::string& key, int64_t min_value, const std::string& src) {

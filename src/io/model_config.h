@@ -17,16 +17,16 @@ struct RopeConfig {
   std::string type = "default";
   double theta = 10000.0;
   double factor = 1.0;
-  int64_t original_max_position = 0;  // yarn / llama3: original_max_position_embeddings
-  double beta_fast = 32.0;             // yarn
-  double beta_slow = 1.0;              // yarn
-  double mscale = 1.0;                 // yarn (DeepSeek form)
-  double mscale_all_dim = 0.0;         // yarn (DeepSeek form)
+  int64_t original_max_position = 0;       // yarn / llama3: original_max_position_embeddings
+  double beta_fast = 32.0;                 // yarn
+  double beta_slow = 1.0;                  // yarn
+  double mscale = 1.0;                     // yarn (DeepSeek form)
+  double mscale_all_dim = 0.0;             // yarn (DeepSeek form)
   std::optional<double> attention_factor;  // yarn: explicit attention scaling
-  bool truncate = true;                // yarn: round the correction range to integers
-  double low_freq_factor = 1.0;        // llama3
-  double high_freq_factor = 4.0;       // llama3
-  double partial_rotary_factor = 1.0;  // fraction of head_dim that rotates
+  bool truncate = true;                    // yarn: round the correction range to integers
+  double low_freq_factor = 1.0;            // llama3
+  double high_freq_factor = 4.0;           // llama3
+  double partial_rotary_factor = 1.0;      // fraction of head_dim that rotates
 };
 
 class ConfigJson {
@@ -59,7 +59,7 @@ class ConfigJson {
   double get_double(const std::string& key) const;
   double get_double(const std::string& key, double fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;
-  std::vector<int64_t> get_int_list(const std::string& key) const;  // absent or null: empty
+  std::vector<int64_t> get_int_list(const std::string& key) const;         // absent or null: empty
   std::vector<std::string> get_string_list(const std::string& key) const;  // absent or null: empty
   // An optional positive integer (e.g. sliding_window); null or absent gives 0.
   int64_t get_optional_int(const std::string& key) const;

@@ -88,8 +88,8 @@ ParsedEntry parse_entry(const std::string& file, const std::string& tensor_name,
   const auto sh = entry.find("shape");
   SY_CHECK(sh != entry.end() && sh->is_array(), "{}: tensor '{}' has no \"shape\" array", file, name);
   SY_CHECK(sh->size() <= static_cast<size_t>(kMaxDims),
-           "{}: tensor '{}' shape {} has rank {} but at most {} is supported", file, name, json_for_message(*sh), sh->size(),
-           kMaxDims);
+           "{}: tensor '{}' shape {} has rank {} but at most {} is supported", file, name, json_for_message(*sh),
+           sh->size(), kMaxDims);
   for (const json& d : *sh) {
     SY_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX),
              "{}: tensor '{}' shape {} has dimension {}; dimensions must be non-negative integers", file, name,
@@ -130,18 +130,19 @@ void check_layout(const std::string& file, std::vector<ParsedEntry>& entries, ui
     if (e.begin == e.end) continue;
     const uint64_t prev_end = prev ? prev->end : 0;
     if (e.begin < prev_end) {
-      SY_FAIL("{}: tensors '{}' data_offsets [{}, {}) and '{}' data_offsets [{}, {}) overlap", file, cut_for_message(prev->info.name),
-              prev->begin, prev->end, cut_for_message(e.info.name), e.begin, e.end);
+      SY_FAIL("{}: tensors '{}' data_offsets [{}, {}) and '{}' data_offsets [{}, {}) overlap", file,
+              cut_for_message(prev->info.name), prev->begin, prev->end, cut_for_message(e.info.name), e.begin, e.end);
     }
     if (e.begin > prev_end) {
       if (prev) {
         SY_FAIL(
             "{}: gap of {} bytes between tensor '{}' (ends at {}) and tensor '{}' (begins at {}); tensors must be "
             "packed contiguously",
-            file, e.begin - prev_end, cut_for_message(prev->info.name), prev_end, cut_for_message(e.info.name), e.begin);
+            file, e.begin - prev_end, cut_for_message(prev->info.name), prev_end, cut_for_message(e.info.name),
+            e.begin);
       }
-      SY_FAIL("{}: tensor '{}' begins at data offset {} but the first tensor must begin at 0", file, cut_for_message(e.info.name),
-              e.begin);
+      SY_FAIL("{}: tensor '{}' begins at data offset {} but the first tensor must begin at 0", file,
+              cut_for_message(e.info.name), e.begin);
     }
     prev = &e;
   }
@@ -243,13 +244,11 @@ Discovered open_indexed(const fs::path& dir) {
   std::set<std::string> shard_names;  // sorted, so shards open in a stable order
   for (const auto& [tensor, shard] : wm->items()) {
     SY_CHECK(shard.is_string(), "{}: weight_map entry '{}' is {} but must be a shard file name", index,
-             cut_for_message(tensor),
-             json_for_message(shard));
+             cut_for_message(tensor), json_for_message(shard));
     const std::string s = shard.get<std::string>();
     SY_CHECK(!s.empty() && s != "." && s != ".." && fs::path(s).filename().string() == s,
              "{}: weight_map entry '{}' names shard '{}', which is not a plain file name in {}", index,
-             cut_for_message(tensor), cut_for_message(s),
-             dir.string());
+             cut_for_message(tensor), cut_for_message(s), dir.string());
     d.weight_map.emplace(tensor, s);
     if (shard_names.insert(s).second) {
       const fs::path p = dir / s;

@@ -19,7 +19,7 @@ struct TensorInfo {
   std::string name;
   DType dtype = DType::f32;
   Shape shape;
-  std::string file;             // file name (no directory) holding the tensor
+  std::string file;                 // file name (no directory) holding the tensor
   const std::byte* data = nullptr;  // into the mapping; valid while the owning checkpoint lives
   size_t nbytes = 0;
 };
@@ -54,7 +54,7 @@ class Checkpoint {
  public:
   static Checkpoint open(const std::filesystem::path& dir);
 
-  const TensorInfo* find(const std::string& name) const;  // nullptr when absent
+  const TensorInfo* find(const std::string& name) const;                      // nullptr when absent
   const std::vector<const TensorInfo*>& tensors() const { return ordered_; }  // sorted by name
   const std::filesystem::path& dir() const { return dir_; }
   size_t total_bytes() const;

@@ -8,13 +8,13 @@
 namespace sy {
 
 struct RopeArgs {
-  float* x = nullptr;                 // [tokens, heads, head_dim], rotated in place
-  const int32_t* positions = nullptr; // [tokens]
-  const float* inv_freq = nullptr;    // [rotary_dim / 2]
+  float* x = nullptr;                  // [tokens, heads, head_dim], rotated in place
+  const int32_t* positions = nullptr;  // [tokens]
+  const float* inv_freq = nullptr;     // [rotary_dim / 2]
   int64_t tokens = 0;
   int64_t heads = 0;
   int64_t head_dim = 0;
-  int64_t rotary_dim = 0;   // first rotary_dim dims of each head rotate, the rest pass through
+  int64_t rotary_dim = 0;        // first rotary_dim dims of each head rotate, the rest pass through
   float attention_scale = 1.0f;  // cos and sin are multiplied by it (yarn's mscale)
   // false: rotate-half pairs (i, i + rotary_dim/2) as Llama/Qwen/Mixtral; true: adjacent pairs (2i, 2i+1).
   bool interleaved = false;
@@ -30,21 +30,21 @@ struct PagedAttentionArgs {
   float* out = nullptr;                   // [tokens, n_heads, v_head_dim]
   int64_t tokens = 0;
   int64_t n_heads = 0;
-  int64_t kv_heads = 0;         // n_heads % kv_heads == 0; query head h reads kv head h / (n_heads / kv_heads)
+  int64_t kv_heads = 0;  // n_heads % kv_heads == 0; query head h reads kv head h / (n_heads / kv_heads)
   int64_t head_dim = 0;
   int64_t v_head_dim = 0;
   int64_t block_size = 0;
   int64_t max_blocks = 0;
-  float scale = 1.0f;           // applied to q·k before softmax
-  int64_t sliding_window = 0;   // 0: none; else key k visible iff p - k < sliding_window
+  float scale = 1.0f;          // applied to q·k before softmax
+  int64_t sliding_window = 0;  // 0: none; else key k visible iff p - k < sliding_window
 };
 
 struct KvWriteArgs {
-  const float* k = nullptr;               // [tokens, kv_heads, head_dim]
-  const float* v = nullptr;               // [tokens, kv_heads, v_head_dim]
-  const int32_t* slots = nullptr;         // [tokens] destination slot of each token
-  float* k_cache = nullptr;               // [n_slots, kv_heads, head_dim]
-  float* v_cache = nullptr;               // [n_slots, kv_heads, v_head_dim]
+  const float* k = nullptr;        // [tokens, kv_heads, head_dim]
+  const float* v = nullptr;        // [tokens, kv_heads, v_head_dim]
+  const int32_t* slots = nullptr;  // [tokens] destination slot of each token
+  float* k_cache = nullptr;        // [n_slots, kv_heads, head_dim]
+  float* v_cache = nullptr;        // [n_slots, kv_heads, v_head_dim]
   int64_t tokens = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
@@ -52,31 +52,30 @@ struct KvWriteArgs {
 };
 
 struct SoftmaxTopkArgs {
-  const float* logits = nullptr;     // [tokens, n_experts] router logits
-  int32_t* expert_ids = nullptr;     // [tokens, top_k] chosen experts, highest probability first (ties: lower id)
-  float* weights = nullptr;          // [tokens, top_k] their softmax probabilities (fp32), renormalised if asked
+  const float* logits = nullptr;  // [tokens, n_experts] router logits
+  int32_t* expert_ids = nullptr;  // [tokens, top_k] chosen experts, highest probability first (ties: lower id)
+  float* weights = nullptr;       // [tokens, top_k] their softmax probabilities (fp32), renormalised if asked
   int64_t tokens = 0;
   int64_t n_experts = 0;
   int64_t top_k = 0;
   bool renormalize = false;  // divide the top-k probabilities by their sum
 };
 
-#define SY_KERNEL_OPS                                                                              \
-  /* y[m, n] = x[m, k] · w[n, k]^T (+ bias[n] when bias is not null); w in nn.Linear layout */       \
-  void linear(const float* x, const float* w, const float* bias, float* y, int64_t m, int64_t n,   \
-              int64_t k);                                                                          \
-  /* y = x / sqrt(mean(x^2) + eps) * weight, per row of dim; y may alias x */                       \
-  void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps); \
-  /* residual += x, then y = rms_norm(residual) */                                                 \
-  void add_rms_norm(float* residual, const float* x, const float* weight, float* y, int64_t rows,  \
-                    int64_t dim, float eps);                                                       \
-  /* out[t] = table[ids[t]]; table [vocab, dim]. Precondition: 0 <= ids[t] < vocab */               \
-  void embedding(const float* table, const int32_t* ids, float* out, int64_t tokens, int64_t dim);  \
-  /* out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i]; gate_up [rows, 2*inter] */            \
-  void silu_mul(const float* gate_up, float* out, int64_t rows, int64_t inter);                    \
-  void rope(const RopeArgs& a);                                                                    \
-  void kv_write(const KvWriteArgs& a);                                                             \
-  void paged_attention(const PagedAttentionArgs& a);                                               \
+#define SY_KERNEL_OPS                                                                                          \
+  /* y[m, n] = x[m, k] · w[n, k]^T (+ bias[n] when bias is not null); w in nn.Linear layout */                \
+  void linear(const float* x, const float* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k);   \
+  /* y = x / sqrt(mean(x^2) + eps) * weight, per row of dim; y may alias x */                                  \
+  void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps);          \
+  /* residual += x, then y = rms_norm(residual) */                                                             \
+  void add_rms_norm(float* residual, const float* x, const float* weight, float* y, int64_t rows, int64_t dim, \
+                    float eps);                                                                                \
+  /* out[t] = table[ids[t]]; table [vocab, dim]. Precondition: 0 <= ids[t] < vocab */                          \
+  void embedding(const float* table, const int32_t* ids, float* out, int64_t tokens, int64_t dim);             \
+  /* out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i]; gate_up [rows, 2*inter] */                       \
+  void silu_mul(const float* gate_up, float* out, int64_t rows, int64_t inter);                                \
+  void rope(const RopeArgs& a);                                                                                \
+  void kv_write(const KvWriteArgs& a);                                                                         \
+  void paged_attention(const PagedAttentionArgs& a);                                                           \
   void softmax_topk(const SoftmaxTopkArgs& a);
 
 // DeepSeek-V3 routing ("noaux_tc"): scores s = sigmoid(logits); the choice uses s + score_bias, restricted to
@@ -94,13 +93,13 @@ struct GroupedTopkArgs {
   int64_t n_group = 1;     // divides n_experts
   int64_t topk_group = 1;  // 1 <= topk_group <= n_group; top_k <= topk_group * n_experts / n_group
   bool renormalize = false;
-  float scaling = 1.0f;    // routed_scaling_factor
+  float scaling = 1.0f;  // routed_scaling_factor
 };
 
 // Multi-head latent attention (DeepSeek-V2/V3) over a paged cache whose row per token is the compressed
 // latent (after kv_a_layernorm) followed by the shared rope key: [kv_lora_rank | rope_dim], one "head".
 struct MlaKvWriteArgs {
-  const float* kv = nullptr;           // [tokens, kv_lora_rank + rope_dim]: kv_a_proj_with_mqa output, rope part rotated
+  const float* kv = nullptr;  // [tokens, kv_lora_rank + rope_dim]: kv_a_proj_with_mqa output, rope part rotated
   const float* norm_weight = nullptr;  // [kv_lora_rank] kv_a_layernorm
   const int32_t* slots = nullptr;      // [tokens]
   float* cache = nullptr;              // [n_slots, kv_lora_rank + rope_dim]: rms_norm(latent) * weight, rope key
@@ -115,14 +114,14 @@ struct MlaKvWriteArgs {
 struct HeadLinearArgs {
   const float* x = nullptr;  // [tokens, heads, x_stride], the first `in` of each head read
   const float* w = nullptr;
-  float* y = nullptr;        // [tokens, heads, y_stride], the first `out` of each head written
+  float* y = nullptr;  // [tokens, heads, y_stride], the first `out` of each head written
   int64_t tokens = 0;
   int64_t heads = 0;
   int64_t in = 0;
   int64_t out = 0;
-  int64_t x_stride = 0;      // >= in
-  int64_t y_stride = 0;      // >= out
-  int64_t w_head_stride = 0; // elements between consecutive heads' matrices
+  int64_t x_stride = 0;       // >= in
+  int64_t y_stride = 0;       // >= out
+  int64_t w_head_stride = 0;  // elements between consecutive heads' matrices
   bool w_transposed = false;
 };
 
@@ -137,7 +136,7 @@ struct MlaAttentionArgs {
   const int32_t* positions = nullptr;     // [tokens]
   // [tokens, n_selected] key positions the sparse indexer kept, ascending, -1 past the end; null: keys 0..p
   const int32_t* key_positions = nullptr;
-  float* out = nullptr;                   // [tokens, n_heads, kv_lora_rank] attention output in latent space
+  float* out = nullptr;  // [tokens, n_heads, kv_lora_rank] attention output in latent space
   int64_t tokens = 0;
   int64_t n_heads = 0;
   int64_t kv_lora_rank = 0;
@@ -171,29 +170,29 @@ struct IndexerTopkArgs {
 };
 
 // MLA, the sparse indexer and the layer norm it uses (kernels/cpu/mla_ops.cpp, kernels/reference/mla_ops.cpp).
-#define SY_KERNEL_MLA_OPS                                                                          \
-  void mla_kv_write(const MlaKvWriteArgs& a);                                                      \
-  void head_linear(const HeadLinearArgs& a);                                                       \
-  void mla_attention(const MlaAttentionArgs& a);                                                   \
-  void indexer_topk(const IndexerTopkArgs& a);                                                     \
-  /* y = (x - mean) / sqrt(var + eps) * weight + bias per row (biased variance); y may alias x */   \
-  void layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,  \
-                  int64_t dim, float eps);
+#define SY_KERNEL_MLA_OPS                                                                                      \
+  void mla_kv_write(const MlaKvWriteArgs& a);                                                                  \
+  void head_linear(const HeadLinearArgs& a);                                                                   \
+  void mla_attention(const MlaAttentionArgs& a);                                                               \
+  void indexer_topk(const IndexerTopkArgs& a);                                                                 \
+  /* y = (x - mean) / sqrt(var + eps) * weight + bias per row (biased variance); y may alias x */              \
+  void layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows, int64_t dim, \
+                  float eps);
 
 // Sigmoid group-limited routing and the shared-expert sum (kernels/cpu/routing_ops.cpp,
 // kernels/reference/routing_ops.cpp).
-#define SY_KERNEL_ROUTING_OPS                                                                      \
-  void grouped_topk(const GroupedTopkArgs& a);                                                     \
-  /* y[i] += x[i] for i < n */                                                                     \
+#define SY_KERNEL_ROUTING_OPS                  \
+  void grouped_topk(const GroupedTopkArgs& a); \
+  /* y[i] += x[i] for i < n */                 \
   void add(float* y, const float* x, int64_t n);
 
 // Row movement for MoE token permutation (kernels/cpu/row_ops.cpp, kernels/reference/row_ops.cpp).
-#define SY_KERNEL_ROW_OPS                                                                          \
-  /* dst[i, :] = src[rows[i], :] for i < n */                                                      \
-  void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim);     \
-  /* dst[rows[i], :] += weights[i] * src[i, :] for i = 0..n-1 in order (weights null: 1) */         \
-  void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src,   \
-                        int64_t n, int64_t dim);
+#define SY_KERNEL_ROW_OPS                                                                                   \
+  /* dst[i, :] = src[rows[i], :] for i < n */                                                               \
+  void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim);              \
+  /* dst[rows[i], :] += weights[i] * src[i, :] for i = 0..n-1 in order (weights null: 1) */                 \
+  void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n, \
+                        int64_t dim);
 
 namespace cpu {
 SY_KERNEL_OPS

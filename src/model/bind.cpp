@@ -94,7 +94,9 @@ void bind_embeddings_and_head(WeightLoader& loader, TransformerSpec& spec, bool 
 std::unique_ptr<Model> build_model(const ModelDesc& d, const LoadOptions& opt, WeightLoader& loader, WeightStore& store,
                                    Backend& backend) {
   TransformerSpec spec;
-  spec.info = {.architecture = d.architecture, .vocab_size = d.vocab, .hidden_size = d.hidden,
+  spec.info = {.architecture = d.architecture,
+               .vocab_size = d.vocab,
+               .hidden_size = d.hidden,
                .max_position_embeddings = d.max_position};
   spec.norm_eps = static_cast<float>(d.norm_eps);
   spec.rope = compute_rope_table(d.rope, d.attn.rotary_dim, d.max_position);
@@ -104,7 +106,9 @@ std::unique_ptr<Model> build_model(const ModelDesc& d, const LoadOptions& opt, W
   spec.info.n_layers = built;
   const bool mla = d.attn.kind == AttentionKind::mla;
   spec.info.kv = mla ? mla_kv_geometry(mla_config(d, 0), built)
-                     : KvGeometry{.n_layers = built, .kv_heads = d.attn.kv_heads, .head_dim = d.attn.head_dim,
+                     : KvGeometry{.n_layers = built,
+                                  .kv_heads = d.attn.kv_heads,
+                                  .head_dim = d.attn.head_dim,
                                   .v_head_dim = d.attn.v_head_dim};
   bind_embeddings_and_head(loader, spec, d.tie_embeddings);
 

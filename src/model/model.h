@@ -26,35 +26,35 @@ struct KvGeometry {
 // Bytes a forward pass must read, by part, in the backend's storage types: the basis of the memory
 // floor that `switchyard bench latency` reports.
 struct ReadCost {
-  double always_bytes = 0;      // every step: attention, dense MLPs, shared experts, routers, norms, LM head
+  double always_bytes = 0;         // every step: attention, dense MLPs, shared experts, routers, norms, LM head
   double embedding_row_bytes = 0;  // per token: its embedding row
   struct MoeLayer {
     int64_t n_experts = 0;
     int64_t top_k = 0;
-    double expert_bytes = 0;    // one expert's gate, up and down
+    double expert_bytes = 0;  // one expert's gate, up and down
   };
   std::vector<MoeLayer> moe_layers;
-  double kv_bytes_per_token = 0;   // all layers, K and V
+  double kv_bytes_per_token = 0;       // all layers, K and V
   double active_params_per_token = 0;  // multiply-adds per token outside attention scores
-  int64_t attn_heads_x_dims = 0;   // Σ over layers of n_heads · (head_dim + v_head_dim): attention-score FLOPs/2
+  int64_t attn_heads_x_dims = 0;       // Σ over layers of n_heads · (head_dim + v_head_dim): attention-score FLOPs/2
 };
 
 struct ModelInfo {
   std::string architecture;  // HF class, e.g. "Qwen3MoeForCausalLM"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
-  int64_t n_layers = 0;      // layers actually built (after --layers)
+  int64_t n_layers = 0;  // layers actually built (after --layers)
   int64_t max_position_embeddings = 0;
-  KvGeometry kv;             // this rank's cache: its pipeline stage's layers, its tp share of KV heads
-  int dp_size = 1;           // attention data parallelism: the engine keeps one KV block pool per dp rank
-  size_t weight_bytes = 0;   // device bytes held by weights
+  KvGeometry kv;            // this rank's cache: its pipeline stage's layers, its tp share of KV heads
+  int dp_size = 1;          // attention data parallelism: the engine keeps one KV block pool per dp rank
+  size_t weight_bytes = 0;  // device bytes held by weights
   ReadCost cost;
 };
 
 // Device memory of the paged KV cache for every layer (backend kv_dtype()): slot = block * block_size + offset.
 struct KvCacheView {
-  std::vector<void*> k;  // per layer: [n_blocks * block_size, kv_heads, head_dim]
-  std::vector<void*> v;  // per layer: [n_blocks * block_size, kv_heads, v_head_dim]; null when v_head_dim is 0
+  std::vector<void*> k;        // per layer: [n_blocks * block_size, kv_heads, head_dim]
+  std::vector<void*> v;        // per layer: [n_blocks * block_size, kv_heads, v_head_dim]; null when v_head_dim is 0
   std::vector<void*> index_k;  // per layer: [n_blocks * block_size, index_head_dim]; empty when there is no indexer
   int64_t block_size = 0;
   int64_t n_blocks = 0;
@@ -86,7 +86,7 @@ class Model {
 };
 
 struct LoadOptions {
-  std::filesystem::path dir;  // Hugging Face model folder
+  std::filesystem::path dir;    // Hugging Face model folder
   bool random_weights = false;  // only config.json is read
   uint64_t seed = 0;            // random weights
   int64_t max_layers = 0;       // > 0: keep only the first max_layers layers

@@ -41,9 +41,7 @@ ShardPlan make_shard_plan(const ParallelGroups* groups, int64_t n_layers) {
   return p;
 }
 
-bool ModelComm::direct(const Communicator& c) const {
-  return c.device_memory() == (backend_.device() != Device::cpu);
-}
+bool ModelComm::direct(const Communicator& c) const { return c.device_memory() == (backend_.device() != Device::cpu); }
 
 void* ModelComm::stage(size_t i, size_t bytes) {
   if (host_.size() <= i) host_.resize(i + 1);

@@ -26,14 +26,14 @@ Share ceil_share(int64_t total, int rank, int size);
 // Where this rank sits in the layout, in the terms the model uses. With groups == nullptr: one rank.
 struct ShardPlan {
   const ParallelGroups* groups = nullptr;
-  int tp_rank = 0, tp = 1;              // attention heads
-  int dense_rank = 0, dense = 1;        // dense MLPs, shared experts, embedding and LM head (vocabulary)
-  int ep_rank = 0, ep = 1;              // experts
-  int etp_rank = 0, etp = 1;            // each expert's intermediate dimension
+  int tp_rank = 0, tp = 1;        // attention heads
+  int dense_rank = 0, dense = 1;  // dense MLPs, shared experts, embedding and LM head (vocabulary)
+  int ep_rank = 0, ep = 1;        // experts
+  int etp_rank = 0, etp = 1;      // each expert's intermediate dimension
   int edp_rank = 0, edp = 1;
-  int dp_rank = 0, dp = 1;              // attention data parallelism
+  int dp_rank = 0, dp = 1;  // attention data parallelism
   int pp_rank = 0, pp = 1;
-  int64_t first_layer = 0;              // this stage's decoder layers [first_layer, first_layer + n_layers)
+  int64_t first_layer = 0;  // this stage's decoder layers [first_layer, first_layer + n_layers)
   int64_t n_layers = 0;
 
   bool single() const { return groups == nullptr || groups->single(); }

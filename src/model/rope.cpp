@@ -60,8 +60,8 @@ RopeTable yarn(const RopeConfig& r, int64_t dim, int64_t max_pos) {
 
 RopeTable llama3(const RopeConfig& r, int64_t dim, int64_t max_pos) {
   RopeTable t;
-  const double original = r.original_max_position > 0 ? static_cast<double>(r.original_max_position)
-                                                       : static_cast<double>(max_pos);
+  const double original =
+      r.original_max_position > 0 ? static_cast<double>(r.original_max_position) : static_cast<double>(max_pos);
   const double low_wavelen = original / r.low_freq_factor, high_wavelen = original / r.high_freq_factor;
   for (float pf : base_pos_freqs(r.theta, dim)) {
     const double inv = 1.0 / pf, wavelen = 2.0 * M_PI / inv;

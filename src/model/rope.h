@@ -9,8 +9,8 @@
 namespace sy {
 
 struct RopeTable {
-  std::vector<float> inv_freq;  // [rotary_dim / 2]
-  float attention_scale = 1.0f; // multiplies cos and sin (yarn)
+  std::vector<float> inv_freq;   // [rotary_dim / 2]
+  float attention_scale = 1.0f;  // multiplies cos and sin (yarn)
 };
 
 // max_position_embeddings is the config's; yarn and llama3 read original_max_position from `rope`.

@@ -17,14 +17,27 @@ namespace sy {
 namespace {
 
 enum ScratchId : int {
-  kIndices = 0, kResidual, kNormed, kBlockOut, kLastHidden, kLogits, kVocabGather,
-  kDensePad, kDenseAll, kDenseOut, kDenseIds
+  kIndices = 0,
+  kResidual,
+  kNormed,
+  kBlockOut,
+  kLastHidden,
+  kLogits,
+  kVocabGather,
+  kDensePad,
+  kDenseAll,
+  kDenseOut,
+  kDenseIds
 };
 
 class Transformer final : public Model {
  public:
   Transformer(TransformerSpec spec, WeightStore weights, Backend& backend, const ShardPlan& plan)
-      : spec_(std::move(spec)), weights_(std::move(weights)), backend_(backend), plan_(plan), scratch_(backend),
+      : spec_(std::move(spec)),
+        weights_(std::move(weights)),
+        backend_(backend),
+        plan_(plan),
+        scratch_(backend),
         comm_(backend) {
     // What a step reads of the whole model (not of this rank's share): the basis of the memory floor.
     const ReadCost stage_cost = read_cost();
@@ -64,9 +77,11 @@ class Transformer final : public Model {
              kv.k.size(), spec_.info.n_layers);
     SY_CHECK(b.seq_dp.empty() || static_cast<int64_t>(b.seq_dp.size()) == b.n_seqs,
              "seq_dp holds {} entries for {} sequences", b.seq_dp.size(), b.n_seqs);
-    for (int32_t d : b.seq_dp) SY_CHECK(d >= 0 && d < plan_.dp, "sequence on dp rank {}, the layout has dp {}", d, plan_.dp);
+    for (int32_t d : b.seq_dp)
+      SY_CHECK(d >= 0 && d < plan_.dp, "sequence on dp rank {}, the layout has dp {}", d, plan_.dp);
     for (int32_t t : b.tokens) SY_CHECK(t >= 0 && t < V, "token id {} is outside the vocabulary [0, {})", t, V);
-    for (int32_t s : b.token_seq) SY_CHECK(s >= 0 && s < b.n_seqs, "token of sequence {} in a batch of {}", s, b.n_seqs);
+    for (int32_t s : b.token_seq)
+      SY_CHECK(s >= 0 && s < b.n_seqs, "token of sequence {} in a batch of {}", s, b.n_seqs);
     for (int32_t r : b.logit_rows) {
       SY_CHECK(r >= 0 && r < T, "logit row {} is outside the batch's {} tokens", r, T);
     }
@@ -107,8 +122,8 @@ class Transformer final : public Model {
       const int64_t t = b.tokens[i];
       local_tokens_[i] = static_cast<int32_t>(t >= vs.start && t < vs.start + vs.count ? t - vs.start : vs.count);
     }
-    const std::vector<int32_t>* arrays[] = {&b.positions, &b.token_seq, &b.slots, &padded_tables_, &local_tokens_,
-                                            &b.logit_rows};
+    const std::vector<int32_t>* arrays[] = {&b.positions,    &b.token_seq,   &b.slots,
+                                            &padded_tables_, &local_tokens_, &b.logit_rows};
     indices_.clear();
     size_t offsets[std::size(arrays)];
     for (size_t i = 0; i < std::size(arrays); ++i) {
@@ -119,9 +134,14 @@ class Transformer final : public Model {
     int32_t* dev = scratch_.get<int32_t>(kIndices, static_cast<int64_t>(indices_.size()) + 4);
     backend_.copy_to_device(dev, indices_.data(), indices_.size() * sizeof(int32_t));
     DeviceStep d;
-    d.step = StepContext{.backend = &backend_, .tokens = static_cast<int64_t>(b.tokens.size()),
-                         .positions = dev + offsets[0], .token_seq = dev + offsets[1], .slots = dev + offsets[2],
-                         .block_tables = dev + offsets[3], .n_seqs = b.n_seqs, .max_blocks = width,
+    d.step = StepContext{.backend = &backend_,
+                         .tokens = static_cast<int64_t>(b.tokens.size()),
+                         .positions = dev + offsets[0],
+                         .token_seq = dev + offsets[1],
+                         .slots = dev + offsets[2],
+                         .block_tables = dev + offsets[3],
+                         .n_seqs = b.n_seqs,
+                         .max_blocks = width,
                          .block_size = kv.block_size};
     d.tokens = dev + offsets[4];
     d.rows = dev + offsets[5];
@@ -153,7 +173,8 @@ class Transformer final : public Model {
     const int64_t V = spec_.info.vocab_size;
     const auto R = static_cast<int64_t>(b.logit_rows.size());
     std::vector<std::vector<int32_t>> seq_tokens(static_cast<size_t>(b.n_seqs));
-    for (size_t i = 0; i < b.tokens.size(); ++i) seq_tokens[static_cast<size_t>(b.token_seq[i])].push_back(static_cast<int32_t>(i));
+    for (size_t i = 0; i < b.tokens.size(); ++i)
+      seq_tokens[static_cast<size_t>(b.token_seq[i])].push_back(static_cast<int32_t>(i));
     std::vector<int32_t> row_of_token(b.tokens.size(), -1);
     for (int64_t j = 0; j < R; ++j) {
       SY_CHECK(row_of_token[static_cast<size_t>(b.logit_rows[static_cast<size_t>(j)])] < 0,
@@ -225,7 +246,6 @@ class Transformer final : public Model {
     }
     if (plan_.pp > 1 && R > 0) comm_.broadcast_host(*plan_.groups->pp, logits, R * V, plan_.pp - 1);
   }
-
 
   // This rank's stage over the tokens of one micro-batch of its dp rank (possibly none: it still serves
   // its experts to the other dp ranks). Appends the logits of lb.logit_rows to `logits` on the last stage.
@@ -307,7 +327,8 @@ class Transformer final : public Model {
     }
     // Every member's token ids (exact as floats below 2^24), mapped to this rank's rows.
     std::vector<float> mine(static_cast<size_t>(r.max_t), -1.0f), all(static_cast<size_t>(r.rows()));
-    for (int64_t i = 0; i < r.T; ++i) mine[static_cast<size_t>(i)] = static_cast<float>(lb.tokens[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < r.T; ++i)
+      mine[static_cast<size_t>(i)] = static_cast<float>(lb.tokens[static_cast<size_t>(i)]);
     comm_.all_gather_host(*plan_.groups->dense, mine.data(), all.data(), r.max_t);
     const Share& vs = spec_.vocab_share;
     std::vector<int32_t> ids(all.size());
@@ -339,7 +360,8 @@ class Transformer final : public Model {
     const float* in = dense_gather(r, last);
     backend_.mark(Phase::dense);
     float* part = scratch_.get<float>(kLogits, r.rows() * chunk);
-    if (spec_.vocab_share.count > 0) backend_.linear(in, spec_.lm_head, nullptr, part, r.rows(), spec_.vocab_share.count, H);
+    if (spec_.vocab_share.count > 0)
+      backend_.linear(in, spec_.lm_head, nullptr, part, r.rows(), spec_.vocab_share.count, H);
     const size_t base = logits.size();
     logits.resize(base + static_cast<size_t>(R * V));
     if (n_dense == 1) {
@@ -488,8 +510,8 @@ class Transformer final : public Model {
     for (const DecoderLayer& l : spec_.layers) {
       if (!l.moe_config) continue;
       const MoeConfig& m = *l.moe_config;
-      if (!backend_.moe_experts_async({.tokens = T, .hidden = m.hidden, .inter = m.inter, .n_experts = m.n_experts,
-                                       .top_k = m.top_k})) {
+      if (!backend_.moe_experts_async(
+              {.tokens = T, .hidden = m.hidden, .inter = m.inter, .n_experts = m.n_experts, .top_k = m.top_k})) {
         return false;
       }
     }
@@ -528,10 +550,11 @@ class Transformer final : public Model {
     }
     constexpr int kFields = 9;
     const std::array<float, kFields> send = {
-        static_cast<float>(mine.always_bytes), static_cast<float>(mine.embedding_row_bytes),
+        static_cast<float>(mine.always_bytes),       static_cast<float>(mine.embedding_row_bytes),
         static_cast<float>(mine.kv_bytes_per_token), static_cast<float>(mine.active_params_per_token),
-        static_cast<float>(mine.attn_heads_x_dims), static_cast<float>(moe.size()),
-        static_cast<float>(first.n_experts), static_cast<float>(first.top_k), static_cast<float>(first.expert_bytes)};
+        static_cast<float>(mine.attn_heads_x_dims),  static_cast<float>(moe.size()),
+        static_cast<float>(first.n_experts),         static_cast<float>(first.top_k),
+        static_cast<float>(first.expert_bytes)};
     std::vector<float> all(static_cast<size_t>(kFields * plan_.pp));
     comm_.all_gather_host(*plan_.groups->pp, send.data(), all.data(), kFields);
     ReadCost c;
@@ -543,8 +566,8 @@ class Transformer final : public Model {
       c.active_params_per_token += f[3];
       c.attn_heads_x_dims += static_cast<int64_t>(f[4]);
       for (int64_t i = 0; i < static_cast<int64_t>(f[5]); ++i) {
-        c.moe_layers.push_back({.n_experts = static_cast<int64_t>(f[6]), .top_k = static_cast<int64_t>(f[7]),
-                                .expert_bytes = f[8]});
+        c.moe_layers.push_back(
+            {.n_experts = static_cast<int64_t>(f[6]), .top_k = static_cast<int64_t>(f[7]), .expert_bytes = f[8]});
       }
     }
     return c;
@@ -606,9 +629,9 @@ class Transformer final : public Model {
   ModelComm comm_;
   std::unique_ptr<Communicator> single_ = make_single_rank_communicator();
   bool has_indexer_ = false;
-  std::vector<int32_t> local_tokens_;     // token ids as rows of this rank's vocabulary share
-  std::vector<float> gathered_logits_;    // the last stage's logits of every dp rank
-  std::vector<float> host_vocab_;         // the dense_tp group's vocabulary shares of the logits
+  std::vector<int32_t> local_tokens_;   // token ids as rows of this rank's vocabulary share
+  std::vector<float> gathered_logits_;  // the last stage's logits of every dp rank
+  std::vector<float> host_vocab_;       // the dense_tp group's vocabulary shares of the logits
   std::unique_ptr<DeviceBuffer> inv_freq_;
   std::vector<int32_t> padded_tables_;
   std::vector<int32_t> indices_;  // host staging of a step's index arrays

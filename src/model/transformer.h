@@ -20,9 +20,9 @@ struct DecoderLayer {
   WeightPtr post_attn_norm = nullptr;  // [hidden]
   GqaAttentionConfig attn_config;
   GqaAttentionWeights attn;
-  std::optional<MlaConfig> mla_config;    // set: multi-head latent attention instead of attn_config / attn
+  std::optional<MlaConfig> mla_config;  // set: multi-head latent attention instead of attn_config / attn
   MlaWeights mla;
-  std::optional<MoeConfig> moe_config;    // set: routed experts; unset: dense MLP
+  std::optional<MoeConfig> moe_config;  // set: routed experts; unset: dense MLP
   MoeWeights moe;
   DenseMlpWeights mlp;
 };
@@ -34,8 +34,8 @@ struct TransformerSpec {
   float norm_eps = 1e-6f;
   RopeTable rope;
   // Vocabulary-parallel over dense_tp: this rank's rows [vocab_share.start, + count) of the embedding and
-  // the LM head, then (dense_tp > 1) one zero row that tokens of other ranks' rows read. Embedding on the first pipeline
-  // stage only, final norm and head on the last.
+  // the LM head, then (dense_tp > 1) one zero row that tokens of other ranks' rows read. Embedding on the first
+  // pipeline stage only, final norm and head on the last.
   Share vocab_share;
   WeightPtr embed = nullptr;       // [vocab_share.count (+ 1), hidden]
   WeightPtr final_norm = nullptr;  // [hidden]

@@ -29,7 +29,11 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
 
 WeightLoader::WeightLoader(const Checkpoint* checkpoint, uint64_t seed, Backend& backend, WeightStore& store,
                            const ParallelGroups* groups)
-    : checkpoint_(checkpoint), groups_(groups), plan_(make_shard_plan(nullptr, 0)), seed_(seed), backend_(backend),
+    : checkpoint_(checkpoint),
+      groups_(groups),
+      plan_(make_shard_plan(nullptr, 0)),
+      seed_(seed),
+      backend_(backend),
       store_(store) {
   progress_on_ = checkpoint_ != nullptr && isatty(STDERR_FILENO) == 1 &&
                  (groups_ == nullptr || groups_->world == nullptr || groups_->world->rank() == 0);
@@ -56,9 +60,10 @@ void* WeightLoader::allocate_bytes(size_t bytes) {
   try {
     store_.buffers.push_back(backend_.alloc(bytes));
   } catch (const std::bad_alloc&) {
-    SY_FAIL("out of memory allocating {} bytes of weights ({} bytes held so far): the model described by "
-            "config.json does not fit this machine",
-            bytes, store_.bytes);
+    SY_FAIL(
+        "out of memory allocating {} bytes of weights ({} bytes held so far): the model described by "
+        "config.json does not fit this machine",
+        bytes, store_.bytes);
   }
   store_.bytes += bytes;
   return store_.buffers.back()->data();
@@ -115,21 +120,21 @@ void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, 
   if (store_.checks_only && checkpoint_ == nullptr) return;
   if (checkpoint_ == nullptr) {
     // A slice draws its own values: a sharded random model is not the unsharded one cut up.
-    const uint64_t seed = slice.whole() ? name_seed(seed_, name)
-                                        : name_seed(seed_, name + "#" + std::to_string(slice.dim) + ":" +
-                                                               std::to_string(slice.start) + "+" +
-                                                               std::to_string(slice.count));
+    const uint64_t seed = slice.whole()
+                              ? name_seed(seed_, name)
+                              : name_seed(seed_, name + "#" + std::to_string(slice.dim) + ":" +
+                                                     std::to_string(slice.start) + "+" + std::to_string(slice.count));
     switch (init) {
       case WeightInit::normal:
         if (target == backend_.weight_dtype()) {
-          backend_.fill_random_normal({.dst = dst, .n = static_cast<int64_t>(n), .seed = seed, .mean = 0.0f,
-                                       .stddev = kRandomStddev});
+          backend_.fill_random_normal(
+              {.dst = dst, .n = static_cast<int64_t>(n), .seed = seed, .mean = 0.0f, .stddev = kRandomStddev});
           return;
         }
         // fp32 copies of a GPU backend: draw on the host with the CPU backend's generator.
         staging_.resize(n);
-        make_cpu_backend()->fill_random_normal({.dst = staging_.data(), .n = static_cast<int64_t>(n), .seed = seed,
-                                                .stddev = kRandomStddev});
+        make_cpu_backend()->fill_random_normal(
+            {.dst = staging_.data(), .n = static_cast<int64_t>(n), .seed = seed, .stddev = kRandomStddev});
         upload_staging(dst, n, target);
         return;
       case WeightInit::ones:
@@ -169,11 +174,14 @@ void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, 
 
 const TensorInfo* WeightLoader::check_tensor(const std::string& name, const Shape& shape) const {
   const TensorInfo* t = checkpoint_->find(name);
-  SY_CHECK(t != nullptr, "checkpoint {} has no tensor '{}' (expected shape {}); is the checkpoint complete and of "
-           "this architecture?", checkpoint_->dir().string(), name, shape.str());
+  SY_CHECK(t != nullptr,
+           "checkpoint {} has no tensor '{}' (expected shape {}); is the checkpoint complete and of "
+           "this architecture?",
+           checkpoint_->dir().string(), name, shape.str());
   SY_CHECK(t->shape == shape, "{}: tensor '{}' has shape {} but the config implies {}", t->file, name, t->shape.str(),
            shape.str());
-  SY_CHECK(t->dtype == DType::f32 || t->dtype == DType::bf16 || t->dtype == DType::f16, "{}: tensor '{}' has dtype {}; "
+  SY_CHECK(t->dtype == DType::f32 || t->dtype == DType::bf16 || t->dtype == DType::f16,
+           "{}: tensor '{}' has dtype {}; "
            "the CPU backend computes BF16, F16 and F32 weights only (FP8 checkpoints are parsed but not yet computed)",
            t->file, name, dtype_name(t->dtype));
   return t;
@@ -219,7 +227,8 @@ void WeightLoader::show_progress(size_t bytes) {
   const double unit = gb ? 1e9 : 1e6;
   std::fprintf(stderr, "\rloading weights [%.*s%*s] %3d%% %.1f / %.1f %s", filled,
                "########################################", kWidth - filled, "", percent,
-               static_cast<double>(progress_done_) / unit, static_cast<double>(progress_total_) / unit, gb ? "GB" : "MB");
+               static_cast<double>(progress_done_) / unit, static_cast<double>(progress_total_) / unit,
+               gb ? "GB" : "MB");
   std::fflush(stderr);
 }
 
@@ -245,9 +254,10 @@ void WeightLoader::finish() {
   if (!unused.empty()) {
     std::string list;
     for (size_t i = 0; i < unused.size() && i < 8; ++i) list += (i ? ", " : "") + unused[i];
-    SY_FAIL("checkpoint {} has {} tensor(s) this architecture does not use: {}{}; the checkpoint and config.json "
-            "disagree",
-            checkpoint_->dir().string(), unused.size(), list, unused.size() > 8 ? ", ..." : "");
+    SY_FAIL(
+        "checkpoint {} has {} tensor(s) this architecture does not use: {}{}; the checkpoint and config.json "
+        "disagree",
+        checkpoint_->dir().string(), unused.size(), list, unused.size() > 8 ? ", ..." : "");
   }
 }
 

@@ -7,9 +7,10 @@ namespace sy {
 
 std::unique_ptr<ParallelGroups> make_parallel_groups(Communicator& world, const Mapping& mapping,
                                                      std::vector<int> pp_layers) {
-  SY_CHECK(world.size() == mapping.world_size(), "the launch has {} ranks but the layout {} needs {}; start it "
-           "with mpirun -np {}", world.size(), describe_sizes(mapping.sizes()), mapping.world_size(),
-           mapping.world_size());
+  SY_CHECK(world.size() == mapping.world_size(),
+           "the launch has {} ranks but the layout {} needs {}; start it "
+           "with mpirun -np {}",
+           world.size(), describe_sizes(mapping.sizes()), mapping.world_size(), mapping.world_size());
   auto g = std::make_unique<ParallelGroups>();
   g->mapping = mapping;
   g->coords = mapping.coords(world.rank());

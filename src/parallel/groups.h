@@ -14,8 +14,8 @@ namespace sy {
 struct ParallelGroups {
   Mapping mapping{ParallelSizes{}};
   RankCoords coords;
-  std::vector<int> pp_layers;  // explicit decoder layers per stage; empty: even split
-  Communicator* world = nullptr;  // not owned; outlives the groups
+  std::vector<int> pp_layers;           // explicit decoder layers per stage; empty: even split
+  Communicator* world = nullptr;        // not owned; outlives the groups
   std::unique_ptr<Communicator> tp;     // attention heads; rank = tp_rank
   std::unique_ptr<Communicator> dp;     // attention data-parallel replicas of one tp position; rank = dp_rank
   std::unique_ptr<Communicator> pp;     // the same stage position on every stage; rank = pp_rank

@@ -11,7 +11,7 @@
 namespace sy {
 
 struct RankGroups {
-  std::string device;  // the backend this rank runs: "cuda" becomes "cuda:<local rank>"
+  std::string device;                          // the backend this rank runs: "cuda" becomes "cuda:<local rank>"
   std::unique_ptr<Communicator> device_world;  // the NCCL world the groups were split from, when used
   std::unique_ptr<ParallelGroups> groups;
   std::string transport;  // "MPI (host memory)" or "NCCL": for the layout printout

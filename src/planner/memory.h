@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "parallel/mapping.h"
 #include "arch/model_desc.h"
+#include "parallel/mapping.h"
 #include "planner/weights.h"
 
 namespace sy {

@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "arch/model_desc.h"
 #include "parallel/machine.h"
 #include "parallel/mapping.h"
 #include "planner/memory.h"
-#include "arch/model_desc.h"
 
 namespace sy {
 

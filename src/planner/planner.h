@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "arch/model_desc.h"
 #include "parallel/machine.h"
 #include "parallel/mapping.h"
 #include "planner/memory.h"
-#include "arch/model_desc.h"
 #include "planner/perf.h"
 #include "planner/weights.h"
 

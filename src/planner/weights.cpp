@@ -217,9 +217,8 @@ std::array<int64_t, kPartCount> rank_weight_bytes(const WeightTable& table, cons
     b[idx(Part::norms)] += l.norms.bytes;
     b[idx(Part::router)] += l.router.bytes;
     if (l.experts.bytes > 0 && shape.moe.n_experts > 0) {
-      b[idx(Part::experts)] =
-          add_sat(b[idx(Part::experts)],
-                  ceil_div_sat(mul_sat(l.experts.bytes, local_experts), shape.moe.n_experts * int64_t{sz.etp}));
+      b[idx(Part::experts)] = add_sat(b[idx(Part::experts)], ceil_div_sat(mul_sat(l.experts.bytes, local_experts),
+                                                                          shape.moe.n_experts * int64_t{sz.etp}));
     }
     b[idx(Part::shared_experts)] += ceil_div(l.shared_experts.bytes, sz.dense_tp);
     b[idx(Part::dense_mlp)] += ceil_div(l.dense_mlp.bytes, sz.dense_tp);

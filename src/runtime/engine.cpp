@@ -43,18 +43,22 @@ Engine::Engine(Model& model, Backend& backend, const EngineConfig& config)
       pool_(backend, model.info().kv, config.kv_blocks, config.block_size),
       scheduler_(pointers_to(blocks_), config.scheduler),
       backend_(backend),
-      logits_(backend.alloc_host(static_cast<size_t>(std::max<int64_t>(config.scheduler.max_seqs, 1) *
-                                                     model.info().vocab_size) *
-                                 sizeof(float))) {}
+      logits_(backend.alloc_host(
+          static_cast<size_t>(std::max<int64_t>(config.scheduler.max_seqs, 1) * model.info().vocab_size) *
+          sizeof(float))) {}
 
 Engine::~Engine() = default;
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::none: return "";
-    case FinishReason::stop_token: return "stop";
-    case FinishReason::length: return "length";
-    case FinishReason::abort: return "abort";
+    case FinishReason::none:
+      return "";
+    case FinishReason::stop_token:
+      return "stop";
+    case FinishReason::length:
+      return "length";
+    case FinishReason::abort:
+      return "abort";
   }
   return "";
 }
@@ -156,7 +160,8 @@ bool Engine::step() {
     const size_t row0 = b.logit_rows.size();
     const int64_t from = e.request.keep_logits ? std::max(c.start, e.logit_rows_kept) : c.start + c.len - 1;
     if (e.request.keep_logits || c.samples_next()) {
-      for (int64_t p = from; p < c.start + c.len; ++p) b.logit_rows.push_back(first_token + static_cast<int32_t>(p - c.start));
+      for (int64_t p = from; p < c.start + c.len; ++p)
+        b.logit_rows.push_back(first_token + static_cast<int32_t>(p - c.start));
     }
     chunk_rows.emplace_back(row0, static_cast<int64_t>(b.logit_rows.size() - row0));
   }
@@ -174,7 +179,7 @@ bool Engine::step() {
   const auto t0 = std::chrono::steady_clock::now();
   int64_t sampling = 0;
   for (const ScheduledChunk& c : chunks) sampling += c.samples_next() ? 1 : 0;
-  // Threads only pay off over several rows of a large vocabulary; a lone row stays on this thread.
+    // Threads only pay off over several rows of a large vocabulary; a lone row stays on this thread.
 #pragma omp parallel for schedule(dynamic) if (sampling > 1)
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const ScheduledChunk& c = chunks[ci];
@@ -183,7 +188,8 @@ bool Engine::step() {
     const float* last = logits + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
     Entry& e = *entries[ci];
     sampled[ci] = e.sampler.sample(last, vocab);
-    if (e.request.logprobs >= 0) e.result.logprobs.push_back(token_logprobs(last, vocab, sampled[ci], e.request.logprobs));
+    if (e.request.logprobs >= 0)
+      e.result.logprobs.push_back(token_logprobs(last, vocab, sampled[ci], e.request.logprobs));
   }
   sampling_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
@@ -202,8 +208,8 @@ bool Engine::step() {
     const int32_t token = sampled[ci];
     e.result.output.push_back(token);
     c.seq->tokens.push_back(token);
-    const bool stop = std::find(e.request.stop_tokens.begin(), e.request.stop_tokens.end(), token) !=
-                      e.request.stop_tokens.end();
+    const bool stop =
+        std::find(e.request.stop_tokens.begin(), e.request.stop_tokens.end(), token) != e.request.stop_tokens.end();
     if (stop || static_cast<int64_t>(e.result.output.size()) >= e.request.max_new_tokens) {
       e.result.finished = true;
       e.result.finish_reason = stop ? FinishReason::stop_token : FinishReason::length;

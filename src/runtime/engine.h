@@ -45,8 +45,8 @@ enum class FinishReason {
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort" (none: "")
 
 struct RequestResult {
-  std::vector<int32_t> output;  // generated tokens
-  std::vector<float> logits;    // [prompt_len + steps, vocab] when keep_logits, row i predicts token i + 1
+  std::vector<int32_t> output;          // generated tokens
+  std::vector<float> logits;            // [prompt_len + steps, vocab] when keep_logits, row i predicts token i + 1
   std::vector<TokenLogprobs> logprobs;  // one per output token when the request asked (logprobs >= 0)
   bool finished = false;
   FinishReason finish_reason = FinishReason::none;

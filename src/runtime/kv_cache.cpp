@@ -9,8 +9,10 @@
 namespace sy {
 
 BlockManager::BlockManager(int64_t n_blocks, int64_t block_size) : block_size_(block_size) {
-  SY_CHECK(n_blocks > 0 && block_size > 0, "KV cache needs at least one block of at least one token, got {} blocks of "
-           "{}", n_blocks, block_size);
+  SY_CHECK(n_blocks > 0 && block_size > 0,
+           "KV cache needs at least one block of at least one token, got {} blocks of "
+           "{}",
+           n_blocks, block_size);
   in_use_.assign(static_cast<size_t>(n_blocks), false);
   // Lowest ids on top of the stack so that allocation order is 0, 1, 2, ...
   for (int64_t b = n_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
@@ -76,8 +78,8 @@ KvSizing size_kv_pool(const KvSizingRequest& r) {
   SY_CHECK(r.max_model_len >= 1, "max_model_len must be at least 1, got {}", r.max_model_len);
   SY_CHECK(r.max_running_requests >= 0, "max_running_requests must be >= 0 (0: no cap), got {}",
            r.max_running_requests);
-  SY_CHECK(r.kv_memory_fraction > 0.0 && r.kv_memory_fraction <= 1.0,
-           "kv_memory_fraction must be in (0, 1], got {}", r.kv_memory_fraction);
+  SY_CHECK(r.kv_memory_fraction > 0.0 && r.kv_memory_fraction <= 1.0, "kv_memory_fraction must be in (0, 1], got {}",
+           r.kv_memory_fraction);
   KvSizing out;
   out.bytes_per_block = kv_bytes_per_token(r.geometry, r.kv_dtype) * static_cast<size_t>(r.block_size);
   const int64_t blocks_per_sequence = (r.max_model_len + r.block_size - 1) / r.block_size;
@@ -90,14 +92,15 @@ KvSizing size_kv_pool(const KvSizingRequest& r) {
     out.capped = true;
   } else {
     const auto fit = static_cast<int64_t>(budget / static_cast<double>(out.bytes_per_block));
-    SY_CHECK(fit >= blocks_per_sequence,
-             "the KV cache does not hold one sequence of max_model_len {}: it needs {} blocks of {} tokens ({}), but "
-             "kv_memory_fraction {} of the {} left after weights and workspace is {}, {} blocks ({} tokens). {}raise "
-             "--kv-memory-fraction, or spread the weights over more ranks (--tp, --pp, --ep)",
-             r.max_model_len, blocks_per_sequence, r.block_size,
-             gib(static_cast<double>(blocks_per_sequence) * static_cast<double>(out.bytes_per_block)),
-             r.kv_memory_fraction, gib(static_cast<double>(r.free_bytes)), gib(budget), fit, fit * r.block_size,
-             fit > 0 ? fmt::format("Lower --max-model-len to at most {}, ", fit * r.block_size) : std::string("To fit, "));
+    SY_CHECK(
+        fit >= blocks_per_sequence,
+        "the KV cache does not hold one sequence of max_model_len {}: it needs {} blocks of {} tokens ({}), but "
+        "kv_memory_fraction {} of the {} left after weights and workspace is {}, {} blocks ({} tokens). {}raise "
+        "--kv-memory-fraction, or spread the weights over more ranks (--tp, --pp, --ep)",
+        r.max_model_len, blocks_per_sequence, r.block_size,
+        gib(static_cast<double>(blocks_per_sequence) * static_cast<double>(out.bytes_per_block)), r.kv_memory_fraction,
+        gib(static_cast<double>(r.free_bytes)), gib(budget), fit, fit * r.block_size,
+        fit > 0 ? fmt::format("Lower --max-model-len to at most {}, ", fit * r.block_size) : std::string("To fit, "));
     out.blocks = fit;
     if (cap > 0 && cap < fit) {
       out.blocks = cap;

@@ -43,12 +43,12 @@ class BlockManager {
 size_t kv_bytes_per_token(const KvGeometry& geometry, DType kv_dtype);
 
 struct KvSizingRequest {
-  KvGeometry geometry;                // this rank's (ModelInfo::kv)
-  DType kv_dtype = DType::bf16;       // Backend::kv_dtype()
+  KvGeometry geometry;           // this rank's (ModelInfo::kv)
+  DType kv_dtype = DType::bf16;  // Backend::kv_dtype()
   int64_t block_size = 16;
-  size_t free_bytes = 0;              // device memory left after weights and workspace
-  double kv_memory_fraction = 0.9;    // the share of free_bytes the KV cache takes, in (0, 1]
-  int64_t max_model_len = 0;          // the longest sequence served (prompt + output), >= 1
+  size_t free_bytes = 0;            // device memory left after weights and workspace
+  double kv_memory_fraction = 0.9;  // the share of free_bytes the KV cache takes, in (0, 1]
+  int64_t max_model_len = 0;        // the longest sequence served (prompt + output), >= 1
   // Sequences one pool serves at once (under attention dp: per dp rank); the pool gets no more blocks
   // than they can fill at max_model_len. 0: no cap.
   int64_t max_running_requests = 0;
@@ -59,7 +59,7 @@ struct KvSizing {
   int64_t capacity_tokens = 0;  // blocks * block_size
   size_t bytes = 0;             // device memory the pool takes
   size_t bytes_per_block = 0;
-  bool capped = false;          // limited by max_running_requests rather than by memory
+  bool capped = false;  // limited by max_running_requests rather than by memory
 };
 
 // Blocks of the KV pool: what kv_memory_fraction of free_bytes holds, capped by max_running_requests

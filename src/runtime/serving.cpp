@@ -137,9 +137,9 @@ struct ServingLoop::Impl {
     int64_t engine_id = 0;
     TokenSink sink;
     int64_t prompt_tokens = 0;
-    size_t emitted = 0;        // output tokens handed to the sink
-    bool sink_failed = false;  // the sink threw: it gets no more tokens, only the final event
-    bool ended = false;        // the final event was handed over (or tried)
+    size_t emitted = 0;                             // output tokens handed to the sink
+    bool sink_failed = false;                       // the sink threw: it gets no more tokens, only the final event
+    bool ended = false;                             // the final event was handed over (or tried)
     std::optional<Clock::time_point> scheduled_at;  // start of the step that first scheduled it
     bool scheduled_sent = false;                    // scheduled_at went out with an event
   };
@@ -159,7 +159,7 @@ struct ServingLoop::Impl {
   void fail_all();
 
   Engine& engine;
-  Communicator* world;  // null when the layout has one rank
+  Communicator* world;           // null when the layout has one rank
   Clock::time_point step_start;  // of the step emit_step_tokens reports
 
   // Guarded by mu.
@@ -174,9 +174,9 @@ struct ServingLoop::Impl {
   ServingStats published;
 
   // Loop thread only.
-  std::map<int64_t, Active> active;     // by serving id: requests in the engine (rank 0)
-  std::vector<int64_t> sink_failures;   // serving ids to abort at the next boundary
-  std::vector<int64_t> follower_live;   // engine ids added and not released (other ranks)
+  std::map<int64_t, Active> active;    // by serving id: requests in the engine (rank 0)
+  std::vector<int64_t> sink_failures;  // serving ids to abort at the next boundary
+  std::vector<int64_t> follower_live;  // engine ids added and not released (other ranks)
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
   StepTotals decode_steps;
@@ -256,8 +256,8 @@ void ServingLoop::run() {
       m.run_follower();
     }
   } catch (const std::exception& e) {
-    log_line(LogLevel::error, fmt::format("serving loop{}: {}", m.world ? fmt::format(" (rank {})", m.world->rank()) : "",
-                                          e.what()));
+    log_line(LogLevel::error,
+             fmt::format("serving loop{}: {}", m.world ? fmt::format(" (rank {})", m.world->rank()) : "", e.what()));
     if (m.leader()) m.fail_all();
     throw;
   }
@@ -403,8 +403,9 @@ void ServingLoop::Impl::deliver(int64_t id, Active& a, const TokenEvent& event) 
 
 void ServingLoop::Impl::end_request(int64_t id, TokenSink& sink, int64_t prompt_tokens, int64_t output_tokens) {
   Active a{.sink = std::move(sink), .prompt_tokens = prompt_tokens, .emitted = static_cast<size_t>(output_tokens)};
-  deliver(id, a,
-          {.request = id, .finish = FinishReason::abort, .prompt_tokens = prompt_tokens, .output_tokens = output_tokens});
+  deliver(
+      id, a,
+      {.request = id, .finish = FinishReason::abort, .prompt_tokens = prompt_tokens, .output_tokens = output_tokens});
 }
 
 void ServingLoop::Impl::emit_step_tokens() {
@@ -437,8 +438,11 @@ void ServingLoop::Impl::emit_step_tokens() {
     if (r.finished) {
       // A sink that failed before the last token still hears the end, once.
       if (!a.ended) {
-        deliver(id, a, {.request = id, .finish = r.finish_reason, .prompt_tokens = a.prompt_tokens,
-                        .output_tokens = static_cast<int64_t>(a.emitted)});
+        deliver(id, a,
+                {.request = id,
+                 .finish = r.finish_reason,
+                 .prompt_tokens = a.prompt_tokens,
+                 .output_tokens = static_cast<int64_t>(a.emitted)});
       }
       engine.release(a.engine_id);
       it = active.erase(it);

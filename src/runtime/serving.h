@@ -31,7 +31,7 @@ struct TokenEvent {
   int64_t request = 0;
   bool has_token = false;
   int32_t token = -1;
-  float logprob = 0.0f;                              // of `token`, from the model's raw logits (log-softmax)
+  float logprob = 0.0f;                                 // of `token`, from the model's raw logits (log-softmax)
   std::vector<std::pair<int32_t, float>> top_logprobs;  // the k most likely, highest first, when asked
   FinishReason finish = FinishReason::none;
   int64_t prompt_tokens = 0;
@@ -58,8 +58,8 @@ struct StepTotals {
 
 struct ServingStats {
   int64_t running = 0;
-  int64_t waiting = 0;            // queued in the engine plus submitted and not yet taken in
-  double kv_usage = 0.0;          // fraction of KV blocks in use, all dp ranks
+  int64_t waiting = 0;    // queued in the engine plus submitted and not yet taken in
+  double kv_usage = 0.0;  // fraction of KV blocks in use, all dp ranks
   int64_t kv_capacity_tokens = 0;
   int64_t preemptions = 0;
   int64_t prompt_tokens_total = 0;

@@ -121,7 +121,8 @@ std::string Metrics::render(const ServingStats& s) const {
   // Per kind of step (decode only, or prefill tokens mixed in): how the time per output token splits.
   for (const auto& [name, help, field] :
        {std::tuple{"steps_total", "Forward passes run by the serving loop.", &StepTotals::steps},
-        std::tuple{"step_tokens_total", "Tokens forwarded (decode and prefill) by the serving loop.", &StepTotals::tokens}}) {
+        std::tuple{"step_tokens_total", "Tokens forwarded (decode and prefill) by the serving loop.",
+                   &StepTotals::tokens}}) {
     const std::string n = std::string("switchyard:") + name;
     header(out, n, "counter", help);
     for (const auto& [kind, totals] : {std::pair{"decode", &s.decode_steps}, std::pair{"mixed", &s.mixed_steps}}) {

@@ -2,7 +2,6 @@
 // context transformers' apply_chat_template builds.
 #include "text/chat_template.h"
 
-
 #include "base/check.h"
 #include "base/input.h"
 #include "text/jinja/interpreter.h"

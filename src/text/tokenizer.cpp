@@ -2,7 +2,6 @@
 // post-processor), decode, and the DecodeStream-style incremental decoder.
 #include "text/tokenizer.h"
 
-
 #include "base/check.h"
 #include "base/input.h"
 #include "text/tokenizer_impl.h"

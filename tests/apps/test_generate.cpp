@@ -1,12 +1,12 @@
 // `switchyard generate` as a user runs it: greedy output equals the transformers reference, logits
 // land in a .npy of the documented shape, and bad flags or models give one line and exit code 2.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
-#include <sys/wait.h>
 
 #include "common/fixture.h"
 #include "common/run_switchyard.h"
@@ -58,7 +58,7 @@ TEST(Generate, GreedyOutputAndLogitsMatchTheReference) {
     const auto& prompt = f.prompts[static_cast<size_t>(f.greedy_prompt)];
     const fs::path npy = fs::temp_directory_path() / ("sy_generate_" + name + ".npy");
     const RunResult r = run("generate --model " + f.dir.string() + " --prompt-ids " + join(prompt) + " --max-tokens " +
-                      std::to_string(f.greedy_tokens.size()) + " --ignore-eos --logits-out " + npy.string());
+                            std::to_string(f.greedy_tokens.size()) + " --ignore-eos --logits-out " + npy.string());
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find(join(f.greedy_tokens) + "\n"), std::string::npos) << name << ": " << r.out;
     EXPECT_NE(r.out.find("tokens/s"), std::string::npos) << r.out;
@@ -66,9 +66,9 @@ TEST(Generate, GreedyOutputAndLogitsMatchTheReference) {
     const int64_t len = static_cast<int64_t>(prompt.size()), steps = static_cast<int64_t>(f.greedy_tokens.size());
     const int64_t vocab = f.greedy_logits.shape[1];
     ASSERT_EQ(logits.shape, (std::vector<int64_t>{len + steps - 1, vocab}));
-    EXPECT_LE(test::max_relative_row_error(logits.data.data() + (len - 1) * vocab, f.greedy_logits.data.data(), steps,
-                                           vocab),
-              test::kLogitTolerance);
+    EXPECT_LE(
+        test::max_relative_row_error(logits.data.data() + (len - 1) * vocab, f.greedy_logits.data.data(), steps, vocab),
+        test::kLogitTolerance);
     fs::remove(npy);
   }
 }
@@ -96,7 +96,8 @@ TEST(Generate, RandomWeightsNeedOnlyAConfigAndLayersCutsTheModel) {
   fs::create_directories(dir);
   fs::copy_file(test::fixtures_dir() / "mixtral_base" / "config.json", dir / "config.json",
                 fs::copy_options::overwrite_existing);
-  const std::string args = "generate --model " + dir.string() + " --random-weights --seed 3 --layers 2 "
+  const std::string args = "generate --model " + dir.string() +
+                           " --random-weights --seed 3 --layers 2 "
                            "--prompt-ids 4,5,6 --max-tokens 5 --temperature 0.8 --top-k 20 --top-p 0.9";
   const RunResult a = run(args), b = run(args);
   ASSERT_EQ(a.code, 0) << a.out;

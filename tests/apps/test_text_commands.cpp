@@ -3,7 +3,6 @@
 // tools/text_fixtures/make_cli_cases.py), text streams out as the ids it decodes, EOS ends a sequence,
 // and a prompt longer than the context is refused with both numbers.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,7 +74,8 @@ TEST(TokenizeCommand, EncodesAsTransformers) {
       const auto r = run_switchyard("tokenize --model " + folder + " --file " + file.string(), true);
       ASSERT_EQ(r.code, 0) << name << ": " << r.out;
       EXPECT_EQ(first_line(r.out), join(c["ids"].get<std::vector<int64_t>>())) << name << ": " << c["text"];
-      const auto plain = run_switchyard("tokenize --no-special-tokens --model " + folder + " --file " + file.string(), true);
+      const auto plain =
+          run_switchyard("tokenize --no-special-tokens --model " + folder + " --file " + file.string(), true);
       EXPECT_EQ(first_line(plain.out), join(c["ids_no_special"].get<std::vector<int64_t>>())) << name;
       fs::remove(file);
     }
@@ -123,12 +123,11 @@ TEST(TokenizeCommand, BadInputIsOneLineAndExitTwo) {
   const fs::path broken_dir = fs::temp_directory_path() / ("sy_text_broken_" + std::to_string(getpid()));
   fs::create_directories(broken_dir);
   std::ofstream(broken_dir / "tokenizer.json") << R"({"model": {"type": "BPE", "vocab": {"a": 0)";
-  for (const std::string& args : {"tokenize --model " + empty_dir.string() + " --text hi",
-                                  "tokenize --model " + broken_dir.string() + " --text hi",
-                                  "tokenize --model " + qwen3 + " --decode 1,x",
-                                  "tokenize --model " + qwen3 + " --decode 999999999",
-                                  "tokenize --model " + qwen3 + " --text a --file b",
-                                  "tokenize --model " + qwen3 + " --text hi --render"}) {
+  for (const std::string& args :
+       {"tokenize --model " + empty_dir.string() + " --text hi",
+        "tokenize --model " + broken_dir.string() + " --text hi", "tokenize --model " + qwen3 + " --decode 1,x",
+        "tokenize --model " + qwen3 + " --decode 999999999", "tokenize --model " + qwen3 + " --text a --file b",
+        "tokenize --model " + qwen3 + " --text hi --render"}) {
     const auto r = run_switchyard(args);
     EXPECT_EQ(r.code, 2) << args << ": " << r.out;
     EXPECT_NE(r.out.find("switchyard: error: "), std::string::npos) << args << ": " << r.out;
@@ -165,7 +164,8 @@ TEST_F(GenerateText, StreamedTextIsTheDecodedContinuation) {
   const auto text = run_switchyard("generate " + model_ + " --prompt 'The quick brown fox' --max-tokens 12", true);
   ASSERT_EQ(text.code, 0) << text.out;
   const auto prompt = run_switchyard("tokenize --model " + tokenizer_ + " --text 'The quick brown fox'", true);
-  const auto ids = run_switchyard("generate " + model_ + " --prompt-ids " + first_line(prompt.out) + " --max-tokens 12");
+  const auto ids =
+      run_switchyard("generate " + model_ + " --prompt-ids " + first_line(prompt.out) + " --max-tokens 12");
   ASSERT_EQ(ids.code, 0) << ids.out;
   const std::string continuation = first_output_line(ids.out);
   ASSERT_EQ(std::count(continuation.begin(), continuation.end(), ','), 11) << ids.out;

@@ -153,9 +153,10 @@ TEST(ModelDesc, Qwen3SparseStepAndMlpOnlyLayers) {
 TEST(ModelDesc, AbsentKeysTakeTransformersDefaults) {
   const ModelDesc glm45 = describe_model(ConfigJson::parse(R"({"architectures": ["Glm4MoeForCausalLM"],
       "hidden_size": 256, "num_hidden_layers": 2, "vocab_size": 100, "num_attention_heads": 4,
-      "num_key_value_heads": 2, "n_routed_experts": 4, "num_experts_per_tok": 2})", "glm45.json"));
+      "num_key_value_heads": 2, "n_routed_experts": 4, "num_experts_per_tok": 2})",
+                                                           "glm45.json"));
   EXPECT_EQ(glm45.attn.head_dim, 64);
-  EXPECT_EQ(glm45.attn.rotary_dim, 32);  // partial_rotary_factor 0.5
+  EXPECT_EQ(glm45.attn.rotary_dim, 32);                                              // partial_rotary_factor 0.5
   EXPECT_EQ(glm45.layer_ffn, (std::vector<FfnKind>{FfnKind::dense, FfnKind::moe}));  // first_k_dense_replace 1
 
   const std::string glm5 = R"({"architectures": ["GlmMoeDsaForCausalLM"], "hidden_size": 256,
@@ -201,7 +202,8 @@ TEST(ModelDesc, UnsupportedVariantsAreRefusedWithTheKey) {
 }
 
 TEST(ModelDesc, UnknownArchitectureOrDtypeIsAnError) {
-  EXPECT_NE(error_of(R"({"architectures": ["LlamaForCausalLM"]})").find("is not supported; supported:"), std::string::npos);
+  EXPECT_NE(error_of(R"({"architectures": ["LlamaForCausalLM"]})").find("is not supported; supported:"),
+            std::string::npos);
   EXPECT_NE(error_of(R"({"architectures": ["MixtralForCausalLM"], "hidden_size": 8, "num_hidden_layers": 1,
       "vocab_size": 8, "num_attention_heads": 2, "torch_dtype": "int4"})")
                 .find("dtype 'int4'"),

@@ -42,8 +42,14 @@ class CudaVsCpu : public ::testing::Test {
 
 TEST_F(CudaVsCpu, LinearWithAndWithoutBias) {
   // m <= 16 with k % 8 == 0 takes the GEMV kernel; the rest cuBLAS.
-  for (auto [m, n, k] : {std::tuple{1, 7, 13}, {5, 129, 64}, {37, 300, 257}, {128, 64, 2048}, {1, 4096, 2048},
-                         {3, 37, 200}, {10, 512, 768}, {16, 129, 1024}}) {
+  for (auto [m, n, k] : {std::tuple{1, 7, 13},
+                         {5, 129, 64},
+                         {37, 300, 257},
+                         {128, 64, 2048},
+                         {1, 4096, 2048},
+                         {3, 37, 200},
+                         {10, 512, 768},
+                         {16, 129, 1024}}) {
     const auto x = randn(size_t(m * k), rng_), w = randn(size_t(n * k), rng_, true), b = randn(size_t(n), rng_, true);
     for (bool bias : {false, true}) {
       std::vector<float> r[2];
@@ -85,8 +91,15 @@ TEST_F(CudaVsCpu, NormsEmbeddingSiluRope) {
     r[i].push_back(d.host(a, size_t(rows * dim / 2)));
     for (bool interleaved : {false, true}) {
       float* q = d.f32(std::vector<float>(x.begin(), x.begin() + rows * heads * hd));
-      be->rope({.x = q, .positions = d.i32(pos), .inv_freq = d.f32(inv), .tokens = rows, .heads = heads,
-                .head_dim = hd, .rotary_dim = hd - 4, .attention_scale = 1.3f, .interleaved = interleaved});
+      be->rope({.x = q,
+                .positions = d.i32(pos),
+                .inv_freq = d.f32(inv),
+                .tokens = rows,
+                .heads = heads,
+                .head_dim = hd,
+                .rotary_dim = hd - 4,
+                .attention_scale = 1.3f,
+                .interleaved = interleaved});
       r[i].push_back(d.host(q, size_t(rows * heads * hd)));
     }
     ++i;
@@ -140,12 +153,24 @@ TEST_F(CudaVsCpu, QkNormRopeKvWrite) {
       float* dk = d.f32(k);
       void* kc = d.cache(nan_cache);
       void* vc = d.cache(nan_cache);
-      be->qk_norm_rope_kv_write({.q = dq, .k = dk, .v = d.f32(v), .q_norm = c.norm ? d.weight(qn) : nullptr,
-                                 .k_norm = c.norm ? d.weight(kn) : nullptr, .norm_eps = 1e-6f,
-                                 .positions = d.i32(pos), .inv_freq = d.f32(inv), .rotary_dim = c.rotary,
-                                 .attention_scale = 1.1f, .interleaved = c.interleaved, .slots = d.i32(slots),
-                                 .k_cache = kc, .v_cache = vc, .tokens = T, .n_heads = c.n_heads,
-                                 .kv_heads = c.kv_heads, .head_dim = c.hd});
+      be->qk_norm_rope_kv_write({.q = dq,
+                                 .k = dk,
+                                 .v = d.f32(v),
+                                 .q_norm = c.norm ? d.weight(qn) : nullptr,
+                                 .k_norm = c.norm ? d.weight(kn) : nullptr,
+                                 .norm_eps = 1e-6f,
+                                 .positions = d.i32(pos),
+                                 .inv_freq = d.f32(inv),
+                                 .rotary_dim = c.rotary,
+                                 .attention_scale = 1.1f,
+                                 .interleaved = c.interleaved,
+                                 .slots = d.i32(slots),
+                                 .k_cache = kc,
+                                 .v_cache = vc,
+                                 .tokens = T,
+                                 .n_heads = c.n_heads,
+                                 .kv_heads = c.kv_heads,
+                                 .head_dim = c.hd});
       r[i].push_back(d.host(dq, q.size()));
       r[i].push_back(d.host(dk, k.size()));
       r[i].push_back(d.host_cache(kc, nan_cache.size()));
@@ -183,8 +208,8 @@ class CudaAttention : public CudaVsCpu, public ::testing::WithParamInterface<Att
 
 std::string attention_case_name(const ::testing::TestParamInfo<AttentionCase>& info) {
   const auto& [heads, layout] = info.param;
-  return layout.name + "_h" + std::to_string(std::get<0>(heads)) + "_kv" + std::to_string(std::get<1>(heads)) +
-         "_d" + std::to_string(std::get<2>(heads));
+  return layout.name + "_h" + std::to_string(std::get<0>(heads)) + "_kv" + std::to_string(std::get<1>(heads)) + "_d" +
+         std::to_string(std::get<2>(heads));
 }
 
 // Head shapes: the generic kernel (head_dim 24; a group of 20), and the tensor-core kernels with groups
@@ -194,13 +219,13 @@ std::string attention_case_name(const ::testing::TestParamInfo<AttentionCase>& i
 // short and long contexts with an odd block size.
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaAttention,
-    ::testing::Combine(::testing::Values(std::tuple{6, 2, 24}, std::tuple{20, 1, 64}, std::tuple{8, 8, 32},
-                                         std::tuple{12, 4, 64}, std::tuple{8, 2, 64}, std::tuple{32, 4, 128},
-                                         std::tuple{16, 1, 128}),
-                       ::testing::Values(AttentionLayout{"prefill_9_and_18", 4, {{9, 9}, {18, 18}}},
-                                         AttentionLayout{"chunk_after_context", 8, {{190, 150}, {77, 1}, {3, 3}}},
-                                         AttentionLayout{"decode_short_and_long", 16, {{1, 1}, {17, 1}, {64, 1}, {65, 1}, {300, 1}}},
-                                         AttentionLayout{"decode_odd_blocks", 5, {{700, 1}, {129, 1}, {2, 1}}})),
+    ::testing::Combine(
+        ::testing::Values(std::tuple{6, 2, 24}, std::tuple{20, 1, 64}, std::tuple{8, 8, 32},
+                          std::tuple{12, 4, 64}, std::tuple{8, 2, 64}, std::tuple{32, 4, 128}, std::tuple{16, 1, 128}),
+        ::testing::Values(AttentionLayout{"prefill_9_and_18", 4, {{9, 9}, {18, 18}}},
+                          AttentionLayout{"chunk_after_context", 8, {{190, 150}, {77, 1}, {3, 3}}},
+                          AttentionLayout{"decode_short_and_long", 16, {{1, 1}, {17, 1}, {64, 1}, {65, 1}, {300, 1}}},
+                          AttentionLayout{"decode_odd_blocks", 5, {{700, 1}, {129, 1}, {2, 1}}})),
     attention_case_name);
 
 // Against the cpu-bf16 oracle (the same bf16 KV cache): the kernels keep q and the probabilities to
@@ -250,13 +275,32 @@ TEST_P(CudaAttention, PagedAttentionMatchesCpuBf16) {
       Dev dv(*be);
       void* kc = dv.cache(nan_cache);
       void* vc = dv.cache(nan_cache);
-      be->kv_write({.k = dv.f32(k), .v = dv.f32(v), .slots = dv.i32(kv_slots), .k_cache = kc, .v_cache = vc,
-                    .tokens = n_kv, .kv_heads = kv_heads, .head_dim = hd, .v_head_dim = hd});
+      be->kv_write({.k = dv.f32(k),
+                    .v = dv.f32(v),
+                    .slots = dv.i32(kv_slots),
+                    .k_cache = kc,
+                    .v_cache = vc,
+                    .tokens = n_kv,
+                    .kv_heads = kv_heads,
+                    .head_dim = hd,
+                    .v_head_dim = hd});
       float* out = dv.f32(nan_out);
-      be->paged_attention({.q = dv.f32(q), .k_cache = kc, .v_cache = vc, .block_tables = dv.i32(tables),
-                           .token_seq = dv.i32(token_seq), .positions = dv.i32(positions), .out = out, .tokens = T,
-                           .n_seqs = n_seqs, .n_heads = n_heads, .kv_heads = kv_heads, .head_dim = hd,
-                           .v_head_dim = hd, .block_size = bs, .max_blocks = max_blocks, .scale = 0.2f,
+      be->paged_attention({.q = dv.f32(q),
+                           .k_cache = kc,
+                           .v_cache = vc,
+                           .block_tables = dv.i32(tables),
+                           .token_seq = dv.i32(token_seq),
+                           .positions = dv.i32(positions),
+                           .out = out,
+                           .tokens = T,
+                           .n_seqs = n_seqs,
+                           .n_heads = n_heads,
+                           .kv_heads = kv_heads,
+                           .head_dim = hd,
+                           .v_head_dim = hd,
+                           .block_size = bs,
+                           .max_blocks = max_blocks,
+                           .scale = 0.2f,
                            .sliding_window = window});
       r[i++] = dv.host(out, size_t(T * n_heads * hd));
     }
@@ -280,8 +324,13 @@ TEST_F(CudaVsCpu, RoutingGatherScatter) {
       Dev d(*be);
       int32_t* di = d.i32(std::vector<int32_t>(size_t(T * K)));
       float* dw = d.out(size_t(T * K));
-      be->softmax_topk({.logits = d.f32(logits), .expert_ids = di, .weights = dw, .tokens = T, .n_experts = E,
-                        .top_k = K, .renormalize = renorm});
+      be->softmax_topk({.logits = d.f32(logits),
+                        .expert_ids = di,
+                        .weights = dw,
+                        .tokens = T,
+                        .n_experts = E,
+                        .top_k = K,
+                        .renormalize = renorm});
       ids[i].resize(size_t(T * K));
       be->copy_to_host(ids[i].data(), di, ids[i].size() * 4);
       wts[i] = d.host(dw, size_t(T * K));
@@ -320,8 +369,16 @@ TEST_F(CudaVsCpu, MoeExpertsSmallAndLargeBatches) {
     for (Backend* be : {cpu_.get(), gpu_.get()}) {
       Dev d(*be);
       float* out = d.out(size_t(T * H));
-      be->moe_experts({.x = d.f32(x), .expert_ids = d.i32(ids), .weights = d.f32(w), .gate_up = d.weight(gate_up),
-                       .down = d.weight(down), .out = out, .tokens = T, .hidden = H, .inter = I, .n_experts = E,
+      be->moe_experts({.x = d.f32(x),
+                       .expert_ids = d.i32(ids),
+                       .weights = d.f32(w),
+                       .gate_up = d.weight(gate_up),
+                       .down = d.weight(down),
+                       .out = out,
+                       .tokens = T,
+                       .hidden = H,
+                       .inter = I,
+                       .n_experts = E,
                        .top_k = K});
       r[i++] = d.host(out, size_t(T * H));
     }
@@ -340,11 +397,10 @@ TEST_F(CudaVsCpu, MoeExpertsGroupedPath) {
     bool skewed;  // Zipf-like expert popularity, every fifth expert idle
   };
   const auto oracle = make_cpu_backend(true);
-  for (const Shape& c : {Shape{3, 8, 128, 256, 96, false}, Shape{10, 8, 128, 256, 96, false},
-                         Shape{64, 8, 128, 256, 96, false}, Shape{256, 8, 128, 256, 96, true},
-                         Shape{512, 8, 128, 256, 96, true},
-                         Shape{300, 1, 8, 200, 40, true}, Shape{40, 8, 64, 128, 200, false},
-                         Shape{1024, 8, 16, 256, 96, true}}) {
+  for (const Shape& c :
+       {Shape{3, 8, 128, 256, 96, false}, Shape{10, 8, 128, 256, 96, false}, Shape{64, 8, 128, 256, 96, false},
+        Shape{256, 8, 128, 256, 96, true}, Shape{512, 8, 128, 256, 96, true}, Shape{300, 1, 8, 200, 40, true},
+        Shape{40, 8, 64, 128, 200, false}, Shape{1024, 8, 16, 256, 96, true}}) {
     const int64_t T = c.tokens, K = c.top_k, E = c.n_experts, H = c.hidden, I = c.inter;
     const std::string what = std::to_string(T) + "x" + std::to_string(K) + " pairs over " + std::to_string(E) +
                              " experts, hidden " + std::to_string(H) + ", inter " + std::to_string(I);
@@ -371,9 +427,17 @@ TEST_F(CudaVsCpu, MoeExpertsGroupedPath) {
     for (Backend* be : {oracle.get(), gpu_.get()}) {
       Dev d(*be);
       float* out = d.out(size_t(T * H));
-      const MoeExpertsCall call{.x = d.f32(x), .expert_ids = d.i32(ids), .weights = d.f32(w),
-                                .gate_up = d.weight(gate_up), .down = d.weight(down), .out = out, .tokens = T,
-                                .hidden = H, .inter = I, .n_experts = E, .top_k = K};
+      const MoeExpertsCall call{.x = d.f32(x),
+                                .expert_ids = d.i32(ids),
+                                .weights = d.f32(w),
+                                .gate_up = d.weight(gate_up),
+                                .down = d.weight(down),
+                                .out = out,
+                                .tokens = T,
+                                .hidden = H,
+                                .inter = I,
+                                .n_experts = E,
+                                .top_k = K};
       be->moe_experts(call);
       r[i] = d.host(out, size_t(T * H));
       if (be == gpu_.get()) {

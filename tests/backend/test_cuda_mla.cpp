@@ -80,8 +80,14 @@ TEST_F(CudaMlaVsCpu, KvWrite) {
     for (Backend* be : {cpu_.get(), gpu_.get()}) {
       Dev d(*be);
       void* cache = d.cache(std::vector<float>(size_t(n), 0.0f));
-      be->mla_kv_write({.kv = d.f32(kv), .norm_weight = d.weight(w), .slots = d.i32(pg.slots), .cache = cache,
-                        .tokens = T, .kv_lora_rank = lora, .rope_dim = rope, .eps = 1e-6f});
+      be->mla_kv_write({.kv = d.f32(kv),
+                        .norm_weight = d.weight(w),
+                        .slots = d.i32(pg.slots),
+                        .cache = cache,
+                        .tokens = T,
+                        .kv_lora_rank = lora,
+                        .rope_dim = rope,
+                        .eps = 1e-6f});
       r[i++] = d.host_cache(cache, size_t(n));
     }
     EXPECT_LE(rel_err(r[1], r[0]), 1.0 / 128) << "lora " << lora << " rope " << rope;  // one bf16 ulp at most
@@ -103,13 +109,21 @@ TEST_F(CudaMlaVsCpu, HeadLinearBothLayouts) {
       for (Backend* be : {cpu_.get(), gpu_.get()}) {
         Dev d(*be);
         float* y = d.out(size_t(s.tokens * s.heads * s.y_stride));
-        be->head_linear({.x = d.f32(x), .w = d.weight(w), .y = y, .tokens = s.tokens, .heads = s.heads, .in = s.in,
-                         .out = s.out, .x_stride = s.x_stride, .y_stride = s.y_stride, .w_head_stride = w_stride,
+        be->head_linear({.x = d.f32(x),
+                         .w = d.weight(w),
+                         .y = y,
+                         .tokens = s.tokens,
+                         .heads = s.heads,
+                         .in = s.in,
+                         .out = s.out,
+                         .x_stride = s.x_stride,
+                         .y_stride = s.y_stride,
+                         .w_head_stride = w_stride,
                          .w_transposed = transposed});
         r[i++] = d.host(y, size_t(s.tokens * s.heads * s.y_stride));
       }
-      EXPECT_LE(rel_err(r[1], r[0]), 1e-4) << s.tokens << "x" << s.heads << " " << s.in << "->" << s.out
-                                           << " transposed " << transposed;
+      EXPECT_LE(rel_err(r[1], r[0]), 1e-4)
+          << s.tokens << "x" << s.heads << " " << s.in << "->" << s.out << " transposed " << transposed;
     }
   }
 }
@@ -138,12 +152,23 @@ TEST_F(CudaMlaVsCpu, AttentionDenseAndSparse) {
       for (Backend* be : {cpu_.get(), gpu_.get()}) {
         Dev d(*be);
         float* out = d.out(size_t(T * c.heads * c.lora));
-        be->mla_attention({.q_latent = d.f32(ql), .q_rope = d.f32(qr), .cache = d.cache(cache),
-                           .block_tables = d.i32(pg.tables), .token_seq = d.i32(pg.token_seq),
-                           .positions = d.i32(pg.positions), .key_positions = n_selected ? d.i32(keys) : nullptr,
-                           .out = out, .tokens = T, .n_heads = c.heads, .kv_lora_rank = c.lora, .rope_dim = c.rope,
-                           .q_rope_stride = q_stride, .n_selected = n_selected, .block_size = c.block_size,
-                           .max_blocks = pg.max_blocks, .scale = 0.2f});
+        be->mla_attention({.q_latent = d.f32(ql),
+                           .q_rope = d.f32(qr),
+                           .cache = d.cache(cache),
+                           .block_tables = d.i32(pg.tables),
+                           .token_seq = d.i32(pg.token_seq),
+                           .positions = d.i32(pg.positions),
+                           .key_positions = n_selected ? d.i32(keys) : nullptr,
+                           .out = out,
+                           .tokens = T,
+                           .n_heads = c.heads,
+                           .kv_lora_rank = c.lora,
+                           .rope_dim = c.rope,
+                           .q_rope_stride = q_stride,
+                           .n_selected = n_selected,
+                           .block_size = c.block_size,
+                           .max_blocks = pg.max_blocks,
+                           .scale = 0.2f});
         r[i++] = d.host(out, size_t(T * c.heads * c.lora));
       }
       EXPECT_LE(rel_err(r[1], r[0]), 1e-4) << c.heads << " heads, lora " << c.lora << ", sparse " << n_selected;
@@ -170,11 +195,21 @@ TEST_F(CudaMlaVsCpu, IndexerTopkIsIdenticalOnExactScores) {
     for (Backend* be : {cpu_.get(), gpu_.get()}) {
       Dev d(*be);
       int32_t* out = d.out_i32(size_t(T * c.top_k));
-      be->indexer_topk({.q = d.f32(q), .head_weights = d.f32(w), .k_cache = d.cache(k),
-                        .block_tables = d.i32(pg.tables), .token_seq = d.i32(pg.token_seq),
-                        .positions = d.i32(pg.positions), .key_positions = out, .tokens = T, .n_heads = c.heads,
-                        .head_dim = c.dim, .top_k = c.top_k, .block_size = c.block_size,
-                        .max_blocks = pg.max_blocks, .scale = 1.0f, .weight_scale = 1.0f});
+      be->indexer_topk({.q = d.f32(q),
+                        .head_weights = d.f32(w),
+                        .k_cache = d.cache(k),
+                        .block_tables = d.i32(pg.tables),
+                        .token_seq = d.i32(pg.token_seq),
+                        .positions = d.i32(pg.positions),
+                        .key_positions = out,
+                        .tokens = T,
+                        .n_heads = c.heads,
+                        .head_dim = c.dim,
+                        .top_k = c.top_k,
+                        .block_size = c.block_size,
+                        .max_blocks = pg.max_blocks,
+                        .scale = 1.0f,
+                        .weight_scale = 1.0f});
       r[i++] = d.host_i32(out, size_t(T * c.top_k));
     }
     EXPECT_EQ(r[1], r[0]) << c.heads << " heads of " << c.dim << ", top " << c.top_k;
@@ -210,7 +245,8 @@ TEST_F(CudaMlaVsCpu, GroupedTopkAndAdd) {
         std::vector<int> perm(size_t(c.experts));
         std::iota(perm.begin(), perm.end(), 0);
         std::shuffle(perm.begin(), perm.end(), rng_);
-        for (int64_t e = 0; e < c.experts; ++e) logits[size_t(t * c.experts + e)] = -3.0f + 6.0f * perm[size_t(e)] / float(c.experts);
+        for (int64_t e = 0; e < c.experts; ++e)
+          logits[size_t(t * c.experts + e)] = -3.0f + 6.0f * perm[size_t(e)] / float(c.experts);
       }
       for (int64_t e = 0; e < c.experts; ++e) bias[size_t(e)] = 0.013f * float((e * 7) % 11);
       std::vector<int32_t> ids[2];
@@ -220,9 +256,17 @@ TEST_F(CudaMlaVsCpu, GroupedTopkAndAdd) {
         Dev d(*be);
         int32_t* id = d.out_i32(size_t(T * c.top_k));
         float* wt = d.out(size_t(T * c.top_k));
-        be->grouped_topk({.logits = d.f32(logits), .score_bias = d.f32(bias), .expert_ids = id, .weights = wt,
-                          .tokens = T, .n_experts = c.experts, .top_k = c.top_k, .n_group = c.n_group,
-                          .topk_group = c.topk_group, .renormalize = renorm, .scaling = 2.5f});
+        be->grouped_topk({.logits = d.f32(logits),
+                          .score_bias = d.f32(bias),
+                          .expert_ids = id,
+                          .weights = wt,
+                          .tokens = T,
+                          .n_experts = c.experts,
+                          .top_k = c.top_k,
+                          .n_group = c.n_group,
+                          .topk_group = c.topk_group,
+                          .renormalize = renorm,
+                          .scaling = 2.5f});
         ids[i] = d.host_i32(id, size_t(T * c.top_k));
         w[i++] = d.host(wt, size_t(T * c.top_k));
       }

@@ -29,7 +29,7 @@ struct Fixture {
   std::vector<NpyArray> prompt_logits;  // per prompt: [len, vocab]
   std::vector<int32_t> greedy_tokens;   // continuation of prompts[greedy_prompt]
   int greedy_prompt = 0;
-  NpyArray greedy_logits;               // [greedy_tokens.size(), vocab]
+  NpyArray greedy_logits;  // [greedy_tokens.size(), vocab]
 };
 
 inline std::vector<std::string> fixture_names() {

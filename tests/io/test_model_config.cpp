@@ -20,7 +20,8 @@ std::string error_of(const std::function<void()>& f) {
 
 TEST(ModelConfig, PublishedRopeForm) {
   const auto c = ConfigJson::parse(R"({"architectures": ["MixtralForCausalLM"], "rope_theta": 1000000.0,
-      "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "beta_fast": 16}})", "c.json");
+      "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "beta_fast": 16}})",
+                                   "c.json");
   const RopeConfig r = c.rope(10000.0);
   EXPECT_EQ(r.type, "yarn");
   EXPECT_EQ(r.theta, 1e6);
@@ -32,7 +33,8 @@ TEST(ModelConfig, PublishedRopeForm) {
 
 TEST(ModelConfig, Transformers5RopeParametersForm) {
   const auto c = ConfigJson::parse(R"({"rope_parameters": {"rope_type": "linear", "rope_theta": 50000.0,
-      "factor": 2.0, "partial_rotary_factor": 0.5}})", "c.json");
+      "factor": 2.0, "partial_rotary_factor": 0.5}})",
+                                   "c.json");
   const RopeConfig r = c.rope(10000.0);
   EXPECT_EQ(r.type, "linear");
   EXPECT_EQ(r.theta, 50000.0);
@@ -51,7 +53,8 @@ TEST(ModelConfig, DefaultsWhenAbsentOrNull) {
 
 TEST(ModelConfig, ErrorsNameFileKeyAndValue) {
   const auto c = ConfigJson::parse(R"({"hidden_size": -3, "num_experts": "many", "norm_topk_prob": 1,
-      "mlp_only_layers": [1, "x"]})", "dir/config.json");
+      "mlp_only_layers": [1, "x"]})",
+                                   "dir/config.json");
   std::string e = error_of([&] { c.get_int("hidden_size", 1); });
   EXPECT_NE(e.find("dir/config.json"), std::string::npos) << e;
   EXPECT_NE(e.find("hidden_size"), std::string::npos) << e;

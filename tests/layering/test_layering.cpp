@@ -24,10 +24,13 @@ const std::map<std::string, std::set<std::string>> kAllowed = {
     {"backend", {"backend", "kernels", "parallel", "tensor", "base"}},
     {"model", {"model", "arch", "backend", "kernels", "io", "parallel", "tensor", "base"}},
     {"runtime", {"runtime", "text", "model", "arch", "backend", "kernels", "io", "parallel", "tensor", "base"}},
-    {"server", {"server", "runtime", "text", "model", "arch", "backend", "kernels", "io", "parallel", "tensor", "base"}},
+    {"server",
+     {"server", "runtime", "text", "model", "arch", "backend", "kernels", "io", "parallel", "tensor", "base"}},
     {"planner", {"planner", "arch", "parallel", "io", "tensor", "base"}},
     {"bench_client", {"bench_client", "base"}},
-    {"apps", {"apps", "bench_client", "server", "planner", "runtime", "text", "model", "arch", "backend", "kernels", "io", "parallel", "tensor", "base"}},
+    {"apps",
+     {"apps", "bench_client", "server", "planner", "runtime", "text", "model", "arch", "backend", "kernels", "io",
+      "parallel", "tensor", "base"}},
 };
 
 TEST(Layering, NoIncludeReachesUpward) {

@@ -62,8 +62,8 @@ TEST_P(CudaConformance, MatchesCpuBf16) {
     EXPECT_LE(err, kLogitTolerance) << "prompt " << i;
     worst = std::max(worst, err);
     const auto len = static_cast<int64_t>(f.prompts[i].size());
-    vs_reference = std::max(
-        vs_reference, test::max_relative_row_error(gr.logits.data(), f.prompt_logits[i].data.data(), len, vocab));
+    vs_reference = std::max(vs_reference,
+                            test::max_relative_row_error(gr.logits.data(), f.prompt_logits[i].data.data(), len, vocab));
   }
   std::printf("[ %s ] CUDA vs cpu-bf16: max relative logit error %.3g; CUDA vs transformers fp32 prompts: %.3g\n",
               GetParam().c_str(), worst, vs_reference);

@@ -19,8 +19,8 @@ namespace fs = std::filesystem;
 class FixtureCopy : public ::testing::Test {
  protected:
   void copy(const std::string& fixture) {
-    dir_ = fs::temp_directory_path() / ("sy_mla_" + fixture + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("sy_mla_" + fixture + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::copy(test::fixtures_dir() / fixture, dir_);
     std::ifstream in(dir_ / "config.json");
@@ -108,8 +108,8 @@ TEST_F(FixtureCopy, ConfigErrorsNameTheKey) {
 
 TEST(MlaModel, RandomWeightsForEveryNewFamily) {
   auto backend = make_cpu_backend();
-  for (const char* name : {"deepseek_v3_base", "deepseek_v3_kimi", "glm4_moe_base", "deepseek_v32_base",
-                           "glm_moe_dsa_base"}) {
+  for (const char* name :
+       {"deepseek_v3_base", "deepseek_v3_kimi", "glm4_moe_base", "deepseek_v32_base", "glm_moe_dsa_base"}) {
     const auto m = load_model({.dir = test::fixtures_dir() / name, .random_weights = true, .seed = 5}, *backend);
     EXPECT_GT(m->info().weight_bytes, 0u) << name;
   }

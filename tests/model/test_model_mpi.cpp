@@ -61,7 +61,11 @@ RunResult run(const test::Fixture& f, const ParallelGroups* groups, const std::s
 
 // The planner's verdict on `flags` for this fixture on `world` CPU ranks: empty when valid.
 std::string planner_refusal(const test::Fixture& f, const LayoutRequest& request, int world) {
-  const Machine host{.name = "host", .gpu = "CPU rank", .memory_gb = 0, .link = "local", .gpus_per_node = world,
+  const Machine host{.name = "host",
+                     .gpu = "CPU rank",
+                     .memory_gb = 0,
+                     .link = "local",
+                     .gpus_per_node = world,
                      .gpu_socket = std::vector<int>(static_cast<size_t>(world), 0)};
   PlanTarget target = load_plan_target(f.dir, make_cluster(host, world, std::nullopt), MemoryOptions{}, false);
   target.check_memory = false;
@@ -86,14 +90,22 @@ std::vector<LayoutRequest> layouts_for(int world) {
   using A = Axis;
   switch (world) {
     case 2:
-      return {request_of({{A::tp, 2}}), request_of({{A::ep, 2}}), request_of({{A::tp, 2}, {A::ep, 2}}),
-              request_of({{A::pp, 2}}), request_of({{A::dp, 2}, {A::ep, 2}}),
+      return {request_of({{A::tp, 2}}),
+              request_of({{A::ep, 2}}),
+              request_of({{A::tp, 2}, {A::ep, 2}}),
+              request_of({{A::pp, 2}}),
+              request_of({{A::dp, 2}, {A::ep, 2}}),
               request_of({{A::dp, 2}, {A::ep, 2}, {A::dense_tp, 2}})};
     case 4:
-      return {request_of({{A::tp, 4}}), request_of({{A::ep, 4}}), request_of({{A::tp, 4}, {A::ep, 2}}),
-              request_of({{A::pp, 2}, {A::tp, 2}}), request_of({{A::pp, 2}, {A::ep, 2}}),
-              request_of({{A::dp, 2}, {A::tp, 2}, {A::ep, 4}}), request_of({{A::pp, 2}, {A::dp, 2}, {A::ep, 2}}),
-              request_of({{A::dp, 4}, {A::ep, 4}}), request_of({{A::dp, 2}, {A::tp, 2}, {A::ep, 4}, {A::dense_tp, 4}}),
+      return {request_of({{A::tp, 4}}),
+              request_of({{A::ep, 4}}),
+              request_of({{A::tp, 4}, {A::ep, 2}}),
+              request_of({{A::pp, 2}, {A::tp, 2}}),
+              request_of({{A::pp, 2}, {A::ep, 2}}),
+              request_of({{A::dp, 2}, {A::tp, 2}, {A::ep, 4}}),
+              request_of({{A::pp, 2}, {A::dp, 2}, {A::ep, 2}}),
+              request_of({{A::dp, 4}, {A::ep, 4}}),
+              request_of({{A::dp, 2}, {A::tp, 2}, {A::ep, 4}, {A::dense_tp, 4}}),
               request_of({{A::pp, 2}, {A::dp, 2}, {A::ep, 2}, {A::dense_tp, 2}})};
     case 8:
       return {request_of({{A::ep, 8}}), request_of({{A::dp, 8}, {A::ep, 8}}),
@@ -117,8 +129,9 @@ TEST_P(LayoutMatrix, EveryLayoutEqualsOneRank) {
   for (const LayoutRequest& request : layouts_for(world)) {
     const std::string refusal = planner_refusal(f, request, world);
     if (!refusal.empty()) {
-      if (g_world->rank() == 0) std::printf("  %s %s: skipped, the planner refuses it (%s)\n", f.name.c_str(),
-                                            request.flags().c_str(), refusal.c_str());
+      if (g_world->rank() == 0)
+        std::printf("  %s %s: skipped, the planner refuses it (%s)\n", f.name.c_str(), request.flags().c_str(),
+                    refusal.c_str());
       continue;
     }
     const ResolvedSizes resolved = resolve_layout_sizes(request, world);
@@ -137,8 +150,8 @@ TEST_P(LayoutMatrix, EveryLayoutEqualsOneRank) {
       EXPECT_EQ(got.tokens[i], want.tokens[i]) << "prompt " << i;
       ASSERT_EQ(got.logits[i].size(), want.logits[i].size()) << "prompt " << i;
       const auto rows = static_cast<int64_t>(want.logits[i].size()) / want.vocab;
-      worst = std::max(worst, test::max_relative_row_error(got.logits[i].data(), want.logits[i].data(), rows,
-                                                          want.vocab));
+      worst =
+          std::max(worst, test::max_relative_row_error(got.logits[i].data(), want.logits[i].data(), rows, want.vocab));
     }
     EXPECT_LE(worst, tolerance());
     // Sharded loading: every layout here cuts something (heads, experts or layers) on every rank.

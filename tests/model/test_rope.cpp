@@ -24,8 +24,8 @@ TEST(Rope, LinearDividesByFactor) {
 
 TEST(Rope, YarnKeepsFastDimsAndInterpolatesSlowOnes) {
   const double factor = 8.0;
-  const RopeTable t = compute_rope_table(
-      {.type = "yarn", .theta = 10000.0, .factor = factor, .original_max_position = 64}, 64, 512);
+  const RopeTable t =
+      compute_rope_table({.type = "yarn", .theta = 10000.0, .factor = factor, .original_max_position = 64}, 64, 512);
   ASSERT_EQ(t.inv_freq.size(), 32u);
   EXPECT_NEAR(t.inv_freq[0], 1.0, 1e-7);  // fastest rotation: extrapolated (unchanged)
   EXPECT_NEAR(t.inv_freq[31], std::pow(10000.0, -62.0 / 64.0) / factor, 1e-9);  // slowest: interpolated
@@ -38,10 +38,13 @@ TEST(Rope, YarnKeepsFastDimsAndInterpolatesSlowOnes) {
 }
 
 TEST(Rope, YarnMscaleRatioWhenBothGiven) {
-  const RopeTable t = compute_rope_table(
-      {.type = "yarn", .theta = 10000.0, .factor = 40.0, .original_max_position = 4096, .mscale = 1.0,
-       .mscale_all_dim = 0.707},
-      64, 163840);
+  const RopeTable t = compute_rope_table({.type = "yarn",
+                                          .theta = 10000.0,
+                                          .factor = 40.0,
+                                          .original_max_position = 4096,
+                                          .mscale = 1.0,
+                                          .mscale_all_dim = 0.707},
+                                         64, 163840);
   const double m = 0.1 * std::log(40.0);
   EXPECT_NEAR(t.attention_scale, (m + 1.0) / (0.707 * m + 1.0), 1e-6);
 }

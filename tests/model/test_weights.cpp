@@ -19,8 +19,9 @@ class StrictBinding : public ::testing::Test {
   void SetUp() override {
     source_ = test::fixtures_dir() / "qwen3_moe_base";
     ASSERT_TRUE(fs::exists(source_)) << "fixture qwen3_moe_base missing: run tools/fixtures/make_fixtures.py";
-    dir_ = fs::temp_directory_path() / ("sy_weights_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                        "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ =
+        fs::temp_directory_path() / ("sy_weights_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                                     "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     fs::copy_file(source_ / "config.json", dir_ / "config.json");

@@ -105,7 +105,8 @@ Setup with_config_change(std::function<void(json&)> change) {
 
 void add_checkpoint_cases(std::vector<Case>& out) {
   // Truncated and garbage files.
-  add_model_cases(out, "st_empty", with_file_bytes([] { return std::string(); }), "a safetensors file needs at least 8");
+  add_model_cases(out, "st_empty", with_file_bytes([] { return std::string(); }),
+                  "a safetensors file needs at least 8");
   add_model_cases(out, "st_four_bytes", with_file_bytes([] { return std::string("\x10\0\0\0", 4); }),
                   "a safetensors file needs at least 8");
   add_model_cases(out, "st_only_length", with_file_bytes([] { return encode("", "", 100); }), "exceeds the 0 bytes");
@@ -131,16 +132,18 @@ void add_checkpoint_cases(std::vector<Case>& out) {
   add_model_cases(out, "st_header_not_json", with_file_bytes([] { return encode("{not json", ""); }),
                   "header is not valid JSON");
   add_model_cases(out, "st_header_array", with_file_bytes([] { return encode("[]", ""); }), "header is a JSON array");
-  add_model_cases(out, "st_header_deep_70000", with_file_bytes([] { return encode("{\"x\":" + deep_json(70000) + "}", ""); }),
+  add_model_cases(out, "st_header_deep_70000",
+                  with_file_bytes([] { return encode("{\"x\":" + deep_json(70000) + "}", ""); }),
                   "nested deeper than 64");
   add_model_cases(out, "st_header_1e400", with_tensor_field_text("data_offsets", "[0, 1e400]"), "number overflow");
 
   // Tensor entries.
   add_model_cases(out, "st_dtype_unknown", with_tensor_field_text("dtype", "\"Q4_K\""), "unknown dtype \"Q4_K\"");
-  add_model_cases(out, "st_dtype_long", with_header([](json& h) { first_tensor(h)["dtype"] = std::string(50000, 'F'); }),
-                  "… (50000 bytes)");
+  add_model_cases(out, "st_dtype_long",
+                  with_header([](json& h) { first_tensor(h)["dtype"] = std::string(50000, 'F'); }), "… (50000 bytes)");
   add_model_cases(out, "st_dtype_number", with_tensor_field_text("dtype", "16"), "has no \"dtype\" string");
-  add_model_cases(out, "st_shape_negative", with_tensor_field_text("shape", "[-1, 80]"), "dimensions must be non-negative");
+  add_model_cases(out, "st_shape_negative", with_tensor_field_text("shape", "[-1, 80]"),
+                  "dimensions must be non-negative");
   add_model_cases(out, "st_shape_string", with_tensor_field_text("shape", "\"80x80\""), "has no \"shape\" array");
   add_model_cases(out, "st_shape_rank_9", with_tensor_field_text("shape", "[1,1,1,1,1,1,1,1,1]"), "has rank 9");
   add_model_cases(out, "st_shape_deep", with_tensor_field_text("shape", deep_json(41)), "shape");
@@ -148,7 +151,8 @@ void add_checkpoint_cases(std::vector<Case>& out) {
                   "overflows 64 bits");
   add_model_cases(out, "st_offsets_missing", with_header([](json& h) { first_tensor(h).erase("data_offsets"); }),
                   "data_offsets (missing)");
-  add_model_cases(out, "st_offsets_reversed", with_tensor_field_text("data_offsets", "[100, 0]"), "have begin after end");
+  add_model_cases(out, "st_offsets_reversed", with_tensor_field_text("data_offsets", "[100, 0]"),
+                  "have begin after end");
   add_model_cases(out, "st_offsets_past_end", with_header([](json& h) {
                     json& t = first_tensor(h);
                     const uint64_t n = t["data_offsets"][1].get<uint64_t>() - t["data_offsets"][0].get<uint64_t>();
@@ -175,9 +179,13 @@ void add_checkpoint_cases(std::vector<Case>& out) {
                   }),
                   "overlap");
   add_model_cases(out, "st_entry_not_object", with_header([](json& h) { first_tensor(h) = 5; }), "must be an object");
-  add_model_cases(out, "st_metadata_not_strings", with_header([](json& h) { h["__metadata__"] = {{"format", 5}}; }),
+  add_model_cases(out, "st_metadata_not_strings", with_header([](json& h) {
+                    h["__metadata__"] = {{"format", 5}};
+                  }),
                   "__metadata__ entry 'format' is 5");
-  add_model_cases(out, "st_metadata_deep", with_header([](json& h) { h["__metadata__"] = {{"format", json::parse(deep_json(60))}}; }),
+  add_model_cases(out, "st_metadata_deep", with_header([](json& h) {
+                    h["__metadata__"] = {{"format", json::parse(deep_json(60))}};
+                  }),
                   "__metadata__ entry 'format'");
   add_model_cases(out, "st_tensor_name_newline", with_header([](json& h) {
                     h["bad\nname"] = {{"dtype", "BF16"}, {"shape", json::array()}, {"data_offsets", {0, 0}}};
@@ -189,33 +197,41 @@ void add_checkpoint_cases(std::vector<Case>& out) {
                   "… (100000 bytes)");
 
   // Not a regular file; nothing else to read.
-  add_model_cases(out, "st_is_directory", [](const fs::path& d) {
-    copy_fixture("qwen3_moe_base", d / "m");
-    fs::remove(d / "m/model.safetensors");
-    fs::create_directory(d / "m/model.safetensors");
-  }, "no .safetensors files");
-  add_model_cases(out, "st_is_fifo", [](const fs::path& d) {
-    copy_fixture("qwen3_moe_base", d / "m");
-    fs::remove(d / "m/model.safetensors");
-    mkfifo((d / "m/model.safetensors").c_str(), 0644);
-  }, "no .safetensors files");
-  add_model_cases(out, "st_links_dev_zero", [](const fs::path& d) {
-    copy_fixture("qwen3_moe_base", d / "m");
-    fs::remove(d / "m/model.safetensors");
-    fs::create_symlink("/dev/zero", d / "m/model.safetensors");
-  }, "no .safetensors files");
+  add_model_cases(
+      out, "st_is_directory",
+      [](const fs::path& d) {
+        copy_fixture("qwen3_moe_base", d / "m");
+        fs::remove(d / "m/model.safetensors");
+        fs::create_directory(d / "m/model.safetensors");
+      },
+      "no .safetensors files");
+  add_model_cases(
+      out, "st_is_fifo",
+      [](const fs::path& d) {
+        copy_fixture("qwen3_moe_base", d / "m");
+        fs::remove(d / "m/model.safetensors");
+        mkfifo((d / "m/model.safetensors").c_str(), 0644);
+      },
+      "no .safetensors files");
+  add_model_cases(
+      out, "st_links_dev_zero",
+      [](const fs::path& d) {
+        copy_fixture("qwen3_moe_base", d / "m");
+        fs::remove(d / "m/model.safetensors");
+        fs::create_symlink("/dev/zero", d / "m/model.safetensors");
+      },
+      "no .safetensors files");
   out.push_back({.name = "st_missing_generate",
-                 .setup = [](const fs::path& d) {
-                   copy_fixture("qwen3_moe_base", d / "m");
-                   fs::remove(d / "m/model.safetensors");
-                 },
+                 .setup =
+                     [](const fs::path& d) {
+                       copy_fixture("qwen3_moe_base", d / "m");
+                       fs::remove(d / "m/model.safetensors");
+                     },
                  .args = generate_args(),
                  .expect = "no .safetensors files"});
 
   // Checkpoint and config disagree: generate refuses, so inspect and plan must too.
-  add_model_cases(out, "ckpt_hidden_mismatch", with_config_change([](json& c) {
-                    c["hidden_size"] = 120;
-                  }),
+  add_model_cases(out, "ckpt_hidden_mismatch", with_config_change([](json& c) { c["hidden_size"] = 120; }),
                   "but the config implies");
   add_model_cases(out, "ckpt_fewer_layers_in_config", with_config_change([](json& c) { c["num_hidden_layers"] = 3; }),
                   "tensor(s) this architecture does not use");
@@ -225,12 +241,12 @@ void add_checkpoint_cases(std::vector<Case>& out) {
                   "has shape [8, 80] but the config implies [16, 80]");
   add_model_cases(out, "ckpt_vocab_mismatch", with_config_change([](json& c) { c["vocab_size"] = 500; }),
                   "but the config implies");
-  add_model_cases(out, "ckpt_architecture_other", with_config_change([](json& c) {
-                    c["architectures"] = {"MixtralForCausalLM"};
-                  }),
+  add_model_cases(out, "ckpt_architecture_other",
+                  with_config_change([](json& c) { c["architectures"] = {"MixtralForCausalLM"}; }),
                   "has no tensor 'model.layers.0.block_sparse_moe.gate.weight'");
   add_model_cases(out, "ckpt_missing_tensor", with_header([](json& h) {
-                    // Drop the last tensor of the data section and its bytes stay: the layout check or the binding fails.
+                    // Drop the last tensor of the data section and its bytes stay: the layout check or the binding
+                    // fails.
                     h.erase("model.norm.weight");
                   }),
                   "model.safetensors");
@@ -283,12 +299,14 @@ void add_checkpoint_cases(std::vector<Case>& out) {
               fs::resize_file(m / "model.safetensors.index.json", (uint64_t{64} << 20) + 1);
             }),
             "over the limit");
-  add_index("index_array", sharded([](const fs::path&, json& i) { i = json::array(); }), "must be an object with a \"weight_map\"");
+  add_index("index_array", sharded([](const fs::path&, json& i) { i = json::array(); }),
+            "must be an object with a \"weight_map\"");
   add_index("index_no_weight_map", sharded([](const fs::path&, json& i) { i.erase("weight_map"); }),
             "has no \"weight_map\" object");
   add_index("index_shard_number", sharded([](const fs::path&, json& i) { i["weight_map"]["model.norm.weight"] = 7; }),
             "weight_map entry 'model.norm.weight' is 7");
-  add_index("index_shard_parent", sharded([](const fs::path&, json& i) { i["weight_map"]["model.norm.weight"] = "../x"; }),
+  add_index("index_shard_parent",
+            sharded([](const fs::path&, json& i) { i["weight_map"]["model.norm.weight"] = "../x"; }),
             "not a plain file name");
   add_index("index_shard_missing", sharded([](const fs::path&, json& i) {
               i["weight_map"]["model.norm.weight"] = "model-00002-of-00002.safetensors";
@@ -303,7 +321,8 @@ void add_checkpoint_cases(std::vector<Case>& out) {
               i["weight_map"]["model.ghost.weight"] = "model-00001-of-00001.safetensors";
             }),
             "'model.ghost.weight' is mapped to");
-  add_index("index_tensor_unlisted", sharded([](const fs::path&, json& i) { i["weight_map"].erase("model.norm.weight"); }),
+  add_index("index_tensor_unlisted",
+            sharded([](const fs::path&, json& i) { i["weight_map"].erase("model.norm.weight"); }),
             "is not in the weight_map");
   add_index("index_long_tensor_name", sharded([](const fs::path&, json& i) {
               i["weight_map"][std::string(70000, 'w')] = "model-00001-of-00001.safetensors";

@@ -30,7 +30,8 @@ std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std:
 }  // namespace
 
 void add_flag_cases(std::vector<Case>& out) {
-  const auto add = [&out](const std::string& name, Setup setup, std::vector<std::string> args, const std::string& expect) {
+  const auto add = [&out](const std::string& name, Setup setup, std::vector<std::string> args,
+                          const std::string& expect) {
     out.push_back({.name = "flag_" + name, .setup = std::move(setup), .args = std::move(args), .expect = expect});
   };
   const auto plan = [&](const std::string& name, std::vector<std::string> extra, const std::string& expect) {
@@ -46,8 +47,8 @@ void add_flag_cases(std::vector<Case>& out) {
   plan("gpus_million", {"--gpus", "1000000"}, "not in range 1 to 65536");
   plan("gpus_int_overflow", {"--gpus", "99999999999999999999"}, "--gpus");
   plan("gpus_word", {"--gpus", "eight"}, "--gpus");
-  add("plan_gpus_many_divisors", model, {"plan", "--model", "{d}/m", "--machine", "h200", "--gpus", "2520", "--nodes", "315"},
-      "too many to rank");
+  add("plan_gpus_many_divisors", model,
+      {"plan", "--model", "{d}/m", "--machine", "h200", "--gpus", "2520", "--nodes", "315"}, "too many to rank");
   plan("nodes_zero", {"--nodes", "0"}, "--nodes");
   add("plan_nodes_uneven", model, {"plan", "--model", "{d}/m", "--machine", "h200", "--gpus", "9", "--nodes", "2"},
       "does not spread evenly");
@@ -103,18 +104,23 @@ void add_flag_cases(std::vector<Case>& out) {
   machine("number_1e400", good_machine_head + R"("memory_gb": 1e400})", "number overflow");
   machine("gpus_per_node_1e12", good_machine_head + R"("gpus_per_node": 1e12})",
           "'gpus_per_node' is 1000000000000, outside the range");
-  machine("gpus_per_node_2000", good_machine_head + R"("gpus_per_node": 2000})", "gpus_per_node is 2000, outside [1, 1024]");
+  machine("gpus_per_node_2000", good_machine_head + R"("gpus_per_node": 2000})",
+          "gpus_per_node is 2000, outside [1, 1024]");
   machine("gpus_per_node_zero", good_machine_head + R"("gpus_per_node": 0})", "gpus_per_node is 0");
   machine("memory_negative", good_machine_head + R"("memory_gb": -80})", "'memory_gb' is -80, outside the range");
   machine("memory_string", good_machine_head + R"("memory_gb": "80"})", "'memory_gb' must be a number");
   machine("socket_huge", good_machine_head + R"("gpu_socket": [0,0,0,0,0,0,0,99999999999]})", "'gpu_socket' entries");
   machine("unknown_key", good_machine_head + R"("colour": "green"})", "unknown key 'colour'");
   machine("base_unknown", R"({"base": "h9000"})", "base 'h9000' is not a preset");
-  add("plan_machine_fifo", [](const fs::path& d) {
-    model(d);
-    mkfifo((d / "machine.json").c_str(), 0644);
-  }, {"plan", "--model", "{d}/m", "--machine", "{d}/machine.json"}, "it is a FIFO");
-  add("plan_machine_dev_zero", model, {"plan", "--model", "{d}/m", "--machine", "/dev/zero"}, "it is a character device");
+  add(
+      "plan_machine_fifo",
+      [](const fs::path& d) {
+        model(d);
+        mkfifo((d / "machine.json").c_str(), 0644);
+      },
+      {"plan", "--model", "{d}/m", "--machine", "{d}/machine.json"}, "it is a FIFO");
+  add("plan_machine_dev_zero", model, {"plan", "--model", "{d}/m", "--machine", "/dev/zero"},
+      "it is a character device");
   add("plan_machine_directory", model, {"plan", "--model", "{d}/m", "--machine", "{d}/m"}, "it is a directory");
 
   // generate.
@@ -137,11 +143,13 @@ void add_flag_cases(std::vector<Case>& out) {
   gen("prompt_ids_over_vocab", {"--prompt-ids", "1,384"}, "384");
   gen("prompt_ids_huge", {"--prompt-ids", "99999999999999999999"}, "99999999999999999999");
   gen("prompt_ids_trailing_comma", {"--prompt-ids", "1,2,"}, "--prompt-ids");
-  gen("prompt_longer_than_context", {"--prompt-ids", [] {
-        std::string s = "1";
-        for (int i = 0; i < 300; ++i) s += ",1";
-        return s;
-      }()},
+  gen("prompt_longer_than_context",
+      {"--prompt-ids",
+       [] {
+         std::string s = "1";
+         for (int i = 0; i < 300; ++i) s += ",1";
+         return s;
+       }()},
       "256");
   gen("no_prompt", {}, "prompt");
   gen("device_bogus", {"--prompt-ids", "1,2", "--device", "tpu"}, "tpu");
@@ -168,7 +176,8 @@ void add_flag_cases(std::vector<Case>& out) {
 
   // tokenize.
   const auto tok = [&](const std::string& name, std::vector<std::string> extra, const std::string& expect) {
-    add("tokenize_" + name, [](const fs::path& d) { copy_fixture("text/tokenizers/mistral_legacy", d / "m"); },
+    add(
+        "tokenize_" + name, [](const fs::path& d) { copy_fixture("text/tokenizers/mistral_legacy", d / "m"); },
         plus({"tokenize", "--model", "{d}/m"}, extra), expect);
   };
   tok("decode_word", {"--decode", "a,b"}, "--decode");

@@ -11,10 +11,10 @@
 namespace sy::robust {
 
 struct Case {
-  std::string name;                                       // [A-Za-z0-9_], unique
+  std::string name;                                         // [A-Za-z0-9_], unique
   std::function<void(const std::filesystem::path&)> setup;  // fills the case's directory; may be empty
-  std::vector<std::string> args;                          // "{d}" stands for the case's directory
-  std::string expect;                                     // a substring of stderr
+  std::vector<std::string> args;                            // "{d}" stands for the case's directory
+  std::string expect;                                       // a substring of stderr
   int code = 2;
   int lines = 1;  // lines on stderr; 0: not checked
   // Set while the case still fails in a layer outside this tier's reach: the finding and where it is to

@@ -71,7 +71,7 @@ constexpr rlim_t kMemoryLimit = rlim_t{4} << 30;
 constexpr auto kTimeout = std::chrono::seconds(20);
 
 struct Outcome {
-  int code = -1;         // exit status; -1 when killed by a signal or the timeout
+  int code = -1;  // exit status; -1 when killed by a signal or the timeout
   int signal = 0;
   bool timed_out = false;
   std::string err;
@@ -106,7 +106,8 @@ Outcome run_limited(const std::vector<std::string>& args) {
   const auto deadline = std::chrono::steady_clock::now() + kTimeout;
   char buf[4096];
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       o.timed_out = true;
       kill(pid, SIGKILL);

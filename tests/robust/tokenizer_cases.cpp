@@ -77,11 +77,14 @@ void add_tokenizer_cases(std::vector<Case>& out) {
   // tokenizer.json as a file.
   add("json_missing", replace_file(kBpe, "tokenizer.json", [](const fs::path&) {}), "tokenizer");
   add("json_empty", file_text(kBpe, "tokenizer.json", ""), "tokenizer.json");
-  add("json_truncated", [](const fs::path& d) {
-    copy_fixture(kBpe, d / "m");
-    const std::string t = read_file(d / "m/tokenizer.json");
-    write_file(d / "m/tokenizer.json", t.substr(0, t.size() / 2));
-  }, "tokenizer.json");
+  add(
+      "json_truncated",
+      [](const fs::path& d) {
+        copy_fixture(kBpe, d / "m");
+        const std::string t = read_file(d / "m/tokenizer.json");
+        write_file(d / "m/tokenizer.json", t.substr(0, t.size() / 2));
+      },
+      "tokenizer.json");
   add("json_garbage", file_text(kBpe, "tokenizer.json", "\x89PNG\r\n\x1a\n garbage"), "tokenizer.json");
   add("json_array", file_text(kBpe, "tokenizer.json", "[]"), "tokenizer.json");
   add("json_deep_70000", file_text(kBpe, "tokenizer.json", "{\"model\": " + deep_json(70000) + "}"), "tokenizer.json");
@@ -122,8 +125,8 @@ void add_tokenizer_cases(std::vector<Case>& out) {
       "Sequence");
   accepted();
   add("pre_tokenizer_bad_regex", bpe_json([](json& j) {
-        j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"},
-                              {"invert", false}};
+        j["pre_tokenizer"] = {
+            {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}, {"invert", false}};
       }),
       "regex");
   add("pre_tokenizer_unknown", bpe_json([](json& j) { j["pre_tokenizer"] = {{"type", "Nope"}}; }), "Nope");
@@ -134,8 +137,7 @@ void add_tokenizer_cases(std::vector<Case>& out) {
   add("config_not_json", file_text(kBpe, "tokenizer_config.json", "{\"bos_token\": "), "tokenizer_config.json");
   add("config_deep", file_text(kBpe, "tokenizer_config.json", "{\"bos_token\": " + deep_json(70000) + "}"),
       "tokenizer_config.json");
-  add("config_is_fifo",
-      replace_file(kBpe, "tokenizer_config.json", [](const fs::path& p) { mkfifo(p.c_str(), 0644); }),
+  add("config_is_fifo", replace_file(kBpe, "tokenizer_config.json", [](const fs::path& p) { mkfifo(p.c_str(), 0644); }),
       "tokenizer_config.json");
   add("config_links_dev_zero",
       replace_file(kBpe, "tokenizer_config.json", [](const fs::path& p) { fs::create_symlink("/dev/zero", p); }),
@@ -147,13 +149,15 @@ void add_tokenizer_cases(std::vector<Case>& out) {
   add("tiktoken_bad_base64", tiktoken_lines([](std::string& t) { t.insert(0, "!!!notbase64 0\n"); }), "tiktoken.model");
   add("tiktoken_no_rank", tiktoken_lines([](std::string& t) { t.insert(0, "AA==\n"); }), "tiktoken.model");
   add("tiktoken_rank_word", tiktoken_lines([](std::string& t) { t.insert(0, "AA== zero\n"); }), "tiktoken.model");
-  add("tiktoken_rank_huge", tiktoken_lines([](std::string& t) { t += "QUJD 99999999999999999999\n"; }), "tiktoken.model");
+  add("tiktoken_rank_huge", tiktoken_lines([](std::string& t) { t += "QUJD 99999999999999999999\n"; }),
+      "tiktoken.model");
   add("tiktoken_rank_negative", tiktoken_lines([](std::string& t) { t += "QUJD -1\n"; }), "tiktoken.model");
-  add("tiktoken_binary", file_text(kTiktoken, "tiktoken.model", std::string("\0\x01\x02\xff\xfe", 5)), "tiktoken.model");
+  add("tiktoken_binary", file_text(kTiktoken, "tiktoken.model", std::string("\0\x01\x02\xff\xfe", 5)),
+      "tiktoken.model");
   add("tiktoken_is_directory",
       replace_file(kTiktoken, "tiktoken.model", [](const fs::path& p) { fs::create_directory(p); }), "tiktoken.model");
-  add("tiktoken_is_fifo",
-      replace_file(kTiktoken, "tiktoken.model", [](const fs::path& p) { mkfifo(p.c_str(), 0644); }), "tiktoken.model");
+  add("tiktoken_is_fifo", replace_file(kTiktoken, "tiktoken.model", [](const fs::path& p) { mkfifo(p.c_str(), 0644); }),
+      "tiktoken.model");
   add("tiktoken_links_dev_zero",
       replace_file(kTiktoken, "tiktoken.model", [](const fs::path& p) { fs::create_symlink("/dev/zero", p); }),
       "tiktoken.model");
@@ -161,8 +165,10 @@ void add_tokenizer_cases(std::vector<Case>& out) {
       file_text(kTiktoken, "tokenizer_config.json", "{\"added_tokens_decoder\": " + deep_json(70000) + "}"),
       "tokenizer_config.json");
   // No tokenizer at all.
-  add("folder_empty", [](const fs::path&) {}, "tokenizer");
-  add("folder_missing", [](const fs::path& d) { fs::remove(d / "m"); }, "m");
+  add(
+      "folder_empty", [](const fs::path&) {}, "tokenizer");
+  add(
+      "folder_missing", [](const fs::path& d) { fs::remove(d / "m"); }, "m");
 }
 
 }  // namespace sy::robust

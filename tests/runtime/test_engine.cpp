@@ -15,7 +15,8 @@ namespace fs = std::filesystem;
 class EngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("sy_engine_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    dir_ = fs::temp_directory_path() /
+           ("sy_engine_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::create_directories(dir_);
     std::ofstream(dir_ / "config.json") << R"({"architectures": ["MixtralForCausalLM"], "hidden_size": 48,
       "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 97,
@@ -43,7 +44,8 @@ class EngineTest : public ::testing::Test {
   std::unique_ptr<Model> model_;
 };
 
-const std::vector<std::vector<int32_t>> kPrompts = {{5, 9, 13, 2, 77, 31, 8}, {44}, {3, 3, 3, 90, 12, 60, 1, 2, 4, 6, 7}};
+const std::vector<std::vector<int32_t>> kPrompts = {
+    {5, 9, 13, 2, 77, 31, 8}, {44}, {3, 3, 3, 90, 12, 60, 1, 2, 4, 6, 7}};
 
 TEST_F(EngineTest, BatchingChunkingAndPreemptionKeepGreedyOutputs) {
   std::vector<std::vector<int32_t>> alone;

@@ -63,17 +63,25 @@ const KvGeometry kQwen30b{.n_layers = 48, .kv_heads = 4, .head_dim = 128, .v_hea
 TEST(KvSizing, BlocksFromTheMemoryLeft) {
   EXPECT_EQ(kv_bytes_per_token(kQwen30b, DType::bf16), 98304u);
   // 10 GiB free, 0.9 of it: 9.0 GiB / (16 · 98,304 bytes) = 6,144 blocks.
-  const KvSizing s = size_kv_pool({.geometry = kQwen30b, .kv_dtype = DType::bf16, .block_size = 16,
-                                   .free_bytes = size_t(10) << 30, .kv_memory_fraction = 0.9, .max_model_len = 4096});
+  const KvSizing s = size_kv_pool({.geometry = kQwen30b,
+                                   .kv_dtype = DType::bf16,
+                                   .block_size = 16,
+                                   .free_bytes = size_t(10) << 30,
+                                   .kv_memory_fraction = 0.9,
+                                   .max_model_len = 4096});
   EXPECT_EQ(s.bytes_per_block, 16u * 98304u);
   EXPECT_EQ(s.blocks, 6144);
   EXPECT_EQ(s.capacity_tokens, 6144 * 16);
   EXPECT_EQ(s.bytes, size_t(6144) * 16 * 98304);
   EXPECT_FALSE(s.capped);
   // Two running requests of 4096 tokens use at most 512 blocks.
-  const KvSizing capped = size_kv_pool({.geometry = kQwen30b, .kv_dtype = DType::bf16, .block_size = 16,
-                                        .free_bytes = size_t(10) << 30, .kv_memory_fraction = 0.9,
-                                        .max_model_len = 4096, .max_running_requests = 2});
+  const KvSizing capped = size_kv_pool({.geometry = kQwen30b,
+                                        .kv_dtype = DType::bf16,
+                                        .block_size = 16,
+                                        .free_bytes = size_t(10) << 30,
+                                        .kv_memory_fraction = 0.9,
+                                        .max_model_len = 4096,
+                                        .max_running_requests = 2});
   EXPECT_EQ(capped.blocks, 512);
   EXPECT_TRUE(capped.capped);
 }
@@ -81,8 +89,12 @@ TEST(KvSizing, BlocksFromTheMemoryLeft) {
 TEST(KvSizing, RefusesWhenOneSequenceDoesNotFitAndSaysWhatToChange) {
   // 1 GiB · 0.5 holds 5,461 tokens (341 blocks of 16); max_model_len 32,768 needs 2,048 blocks.
   try {
-    size_kv_pool({.geometry = kQwen30b, .kv_dtype = DType::bf16, .block_size = 16, .free_bytes = size_t(1) << 30,
-                  .kv_memory_fraction = 0.5, .max_model_len = 32768});
+    size_kv_pool({.geometry = kQwen30b,
+                  .kv_dtype = DType::bf16,
+                  .block_size = 16,
+                  .free_bytes = size_t(1) << 30,
+                  .kv_memory_fraction = 0.5,
+                  .max_model_len = 32768});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     const std::string what = e.what();
@@ -93,9 +105,10 @@ TEST(KvSizing, RefusesWhenOneSequenceDoesNotFitAndSaysWhatToChange) {
     EXPECT_NE(what.find("--kv-memory-fraction"), std::string::npos) << what;
   }
   EXPECT_THROW(size_kv_pool({.geometry = kQwen30b, .free_bytes = 0, .max_model_len = 16}), Error);
-  EXPECT_THROW(size_kv_pool({.geometry = kQwen30b, .free_bytes = size_t(1) << 30, .kv_memory_fraction = 0.0,
-                             .max_model_len = 16}),
-               Error);
+  EXPECT_THROW(
+      size_kv_pool(
+          {.geometry = kQwen30b, .free_bytes = size_t(1) << 30, .kv_memory_fraction = 0.0, .max_model_len = 16}),
+      Error);
   EXPECT_THROW(size_kv_pool({.geometry = kQwen30b, .free_bytes = size_t(1) << 30, .max_model_len = 0}), Error);
 }
 
@@ -103,8 +116,12 @@ TEST(KvSizing, MatchesThePoolItSizes) {
   auto backend = make_cpu_backend();
   const KvGeometry mla{.n_layers = 3, .kv_heads = 1, .head_dim = 72, .v_head_dim = 0, .index_head_dim = 16};
   for (const KvGeometry& g : {kQwen30b, mla}) {
-    const KvSizing s = size_kv_pool({.geometry = g, .kv_dtype = backend->kv_dtype(), .block_size = 4,
-                                     .free_bytes = size_t(8) << 20, .kv_memory_fraction = 0.25, .max_model_len = 8});
+    const KvSizing s = size_kv_pool({.geometry = g,
+                                     .kv_dtype = backend->kv_dtype(),
+                                     .block_size = 4,
+                                     .free_bytes = size_t(8) << 20,
+                                     .kv_memory_fraction = 0.25,
+                                     .max_model_len = 8});
     KvPool pool(*backend, g, s.blocks, 4);
     EXPECT_EQ(pool.bytes(), s.bytes);
     EXPECT_LE(s.bytes, size_t(2) << 20);

@@ -2,8 +2,8 @@
 // top-k, top-p and min-p restrict the support as defined; seeds reproduce; logprobs are log-softmax.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <vector>
@@ -99,9 +99,8 @@ TEST(Sampler, LargeVocabularyNucleusAndTopKStayInTheirSupport) {
   auto nucleus = [&](double p) {
     std::vector<int32_t> order(static_cast<size_t>(vocab));
     for (int32_t i = 0; i < vocab; ++i) order[static_cast<size_t>(i)] = i;
-    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
+    std::sort(order.begin(), order.end(),
+              [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
     double z = 0.0;
     for (float l : logits) z += std::exp(static_cast<double>(l));
     std::set<int32_t> in;

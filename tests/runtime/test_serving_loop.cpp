@@ -88,14 +88,15 @@ TokenSink slow(TokenSink sink) {
 // Runs loop.run() on a thread; the destructor stops the loop (no drain) and joins.
 class LoopThread {
  public:
-  explicit LoopThread(ServingLoop& loop) : loop_(loop), thread_([this] {
-    try {
-      loop_.run();
-    } catch (const std::exception& e) {
-      std::lock_guard lock(mu_);
-      error_ = e.what();
-    }
-  }) {}
+  explicit LoopThread(ServingLoop& loop)
+      : loop_(loop), thread_([this] {
+          try {
+            loop_.run();
+          } catch (const std::exception& e) {
+            std::lock_guard lock(mu_);
+            error_ = e.what();
+          }
+        }) {}
   ~LoopThread() {
     loop_.stop(0);
     if (thread_.joinable()) thread_.join();
@@ -145,7 +146,8 @@ std::vector<ServeRequest> mixed_requests() {
       {.prompt = {5, 9, 13, 2, 77, 31, 8}, .max_new_tokens = 9},
       {.prompt = {44}, .max_new_tokens = 5, .sampling = {.temperature = 0.9f, .seed = 7}},
       {.prompt = {3, 3, 3, 90, 12, 60, 1, 2, 4, 6, 7, 200, 300}, .max_new_tokens = 12},
-      {.prompt = {100, 101}, .max_new_tokens = 7,
+      {.prompt = {100, 101},
+       .max_new_tokens = 7,
        .sampling = {.temperature = 1.3f, .top_k = 50, .top_p = 0.9f, .min_p = 0.05f, .seed = 123}},
       {.prompt = {250, 17, 18, 19}, .max_new_tokens = 10, .sampling = {.temperature = 0.7f, .seed = 99}},
   };
@@ -232,7 +234,8 @@ TEST_F(ServingLoopTest, RequestsFromSeveralThreadsAllFinish) {
       for (int i = 0; i < kPerThread; ++i) {
         const int64_t n = 1 + (t * kPerThread + i) % 9;
         const std::vector<int32_t> prompt = {static_cast<int32_t>(t * 50 + i), static_cast<int32_t>(i + 1), 7};
-        const int64_t id = loop.submit({.prompt = prompt, .max_new_tokens = n,
+        const int64_t id = loop.submit({.prompt = prompt,
+                                        .max_new_tokens = n,
                                         .sampling = {.temperature = 1.0f, .seed = static_cast<uint64_t>(i)}},
                                        events.sink());
         std::lock_guard lock(ids_mu);
@@ -271,8 +274,8 @@ TEST_F(ServingLoopTest, AbortMidRunFreesKvBlocks) {
   EXPECT_LT(ev.back().output_tokens, 200);
   EXPECT_EQ(ev.back().output_tokens, static_cast<int64_t>(events.tokens(id).size()));
   EXPECT_EQ(events.tokens(other).size(), 4u);
-  loop.abort(id);      // finished: ignored
-  loop.abort(12345);   // unknown: ignored
+  loop.abort(id);     // finished: ignored
+  loop.abort(12345);  // unknown: ignored
   loop.abort(-1);
   thread.stop_and_join(10);
   EXPECT_EQ(thread.error(), "");
@@ -399,7 +402,8 @@ TEST_F(ServingLoopTest, LogprobsAreLogSoftmaxOfTheRawLogits) {
   const int64_t vocab = model_->info().vocab_size;
   for (const SamplingParams sampling : {SamplingParams{}, SamplingParams{.temperature = 0.8f, .seed = 4}}) {
     Engine reference = make_engine();
-    const int64_t rid = reference.add({.prompt = prompt, .max_new_tokens = 6, .sampling = sampling, .keep_logits = true});
+    const int64_t rid =
+        reference.add({.prompt = prompt, .max_new_tokens = 6, .sampling = sampling, .keep_logits = true});
     reference.run();
     const RequestResult& want = reference.result(rid);
 
@@ -407,8 +411,8 @@ TEST_F(ServingLoopTest, LogprobsAreLogSoftmaxOfTheRawLogits) {
     ServingLoop loop(engine, nullptr);
     Events events;
     LoopThread thread(loop);
-    const int64_t id = loop.submit({.prompt = prompt, .max_new_tokens = 6, .sampling = sampling, .logprobs = k},
-                                   events.sink());
+    const int64_t id =
+        loop.submit({.prompt = prompt, .max_new_tokens = 6, .sampling = sampling, .logprobs = k}, events.sink());
     ASSERT_TRUE(events.wait_ended(1));
     const auto ev = events.of(id);
     ASSERT_EQ(ev.size(), want.output.size());
@@ -434,7 +438,8 @@ TEST_F(ServingLoopTest, LogprobsAreLogSoftmaxOfTheRawLogits) {
 }
 
 TEST_F(ServingLoopTest, MemoryStaysBoundedOverManyRequests) {
-  Engine engine(*model_, *backend_, {.block_size = 4, .kv_blocks = 96, .scheduler = {.max_batch_tokens = 64, .max_seqs = 32}});
+  Engine engine(*model_, *backend_,
+                {.block_size = 4, .kv_blocks = 96, .scheduler = {.max_batch_tokens = 64, .max_seqs = 32}});
   ServingLoop loop(engine, nullptr);
   Events events;
   LoopThread thread(loop);

@@ -27,8 +27,8 @@ Communicator* g_world = nullptr;
 
 const EngineConfig kConfig{.block_size = 4, .kv_blocks = 96, .scheduler = {.max_batch_tokens = 16, .max_seqs = 8}};
 
-const std::vector<std::vector<int32_t>> kPrompts = {{5, 9, 13, 2, 77, 31, 8}, {44}, {3, 3, 3, 90, 12, 60, 1, 2},
-                                                    {100, 101}, {250, 17, 18, 19}};
+const std::vector<std::vector<int32_t>> kPrompts = {
+    {5, 9, 13, 2, 77, 31, 8}, {44}, {3, 3, 3, 90, 12, 60, 1, 2}, {100, 101}, {250, 17, 18, 19}};
 constexpr int64_t kNewTokens = 8;
 
 std::vector<std::vector<int32_t>> one_rank_tokens(const test::Fixture& f) {

@@ -217,14 +217,13 @@ TEST(Metrics, PrometheusText) {
             .prompt_tokens = 7,
             .output_tokens = 3,
             .finish_reason = "length"});
-  const std::string text =
-      m.render({.running = 2,
-                .waiting = 1,
-                .kv_usage = 0.25,
-                .prompt_tokens_total = 7,
-                .generation_tokens_total = 3,
-                .decode_steps = {.steps = 2, .seconds = 0.5, .tokens = 4},
-                .mixed_steps = {.steps = 1, .seconds = 0.25, .tokens = 9}});
+  const std::string text = m.render({.running = 2,
+                                     .waiting = 1,
+                                     .kv_usage = 0.25,
+                                     .prompt_tokens_total = 7,
+                                     .generation_tokens_total = 3,
+                                     .decode_steps = {.steps = 2, .seconds = 0.5, .tokens = 4},
+                                     .mixed_steps = {.steps = 1, .seconds = 0.25, .tokens = 9}});
   const std::string labels = R"(model_name="my \"model\"")";
   for (const std::string& line :
        std::vector<std::string>{"# TYPE switchyard:num_requests_running gauge",

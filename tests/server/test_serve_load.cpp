@@ -97,8 +97,9 @@ TEST(ServeLoad, Concurrent256StreamsWithBoundedMemory) {
   EXPECT_EQ(metric(metrics, "switchyard:time_to_first_token_seconds_count{"), 2.0 * kClients);
   // Every prompt token and every sampled token but each request's last goes through a forward pass once,
   // in a decode step or a mixed one.
-  const double forwarded = metric(metrics, "switchyard:step_tokens_total{model_name=\"qwen3_tiny_random\",kind=\"decode\"}") +
-                           metric(metrics, "switchyard:step_tokens_total{model_name=\"qwen3_tiny_random\",kind=\"mixed\"}");
+  const double forwarded =
+      metric(metrics, "switchyard:step_tokens_total{model_name=\"qwen3_tiny_random\",kind=\"decode\"}") +
+      metric(metrics, "switchyard:step_tokens_total{model_name=\"qwen3_tiny_random\",kind=\"mixed\"}");
   EXPECT_EQ(forwarded, metric(metrics, "switchyard:prompt_tokens_total{") +
                            metric(metrics, "switchyard:generation_tokens_total{") - 2.0 * kClients);
   // Six tokens per request: after the prefills, some steps decode only.

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "base/check.h"
 #include "backend/grouped_moe.h"
+#include "base/check.h"
 
 namespace sy {
 
@@ -131,16 +131,33 @@ class CpuBackend final : public Backend {
       kr = rounded(a.k, a.tokens * a.kv_heads * a.head_dim);
       vr = rounded(a.v, a.tokens * a.kv_heads * a.v_head_dim);
     }
-    cpu::kv_write({.k = bf16_ ? kr.data() : a.k, .v = bf16_ ? vr.data() : a.v, .slots = a.slots, .k_cache = static_cast<float*>(a.k_cache),
-                   .v_cache = static_cast<float*>(a.v_cache), .tokens = a.tokens, .kv_heads = a.kv_heads,
-                   .head_dim = a.head_dim, .v_head_dim = a.v_head_dim});
+    cpu::kv_write({.k = bf16_ ? kr.data() : a.k,
+                   .v = bf16_ ? vr.data() : a.v,
+                   .slots = a.slots,
+                   .k_cache = static_cast<float*>(a.k_cache),
+                   .v_cache = static_cast<float*>(a.v_cache),
+                   .tokens = a.tokens,
+                   .kv_heads = a.kv_heads,
+                   .head_dim = a.head_dim,
+                   .v_head_dim = a.v_head_dim});
   }
   void paged_attention(const AttentionCall& a) override {
-    cpu::paged_attention({.q = a.q, .k_cache = f32(a.k_cache), .v_cache = f32(a.v_cache),
-                          .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
-                          .out = a.out, .tokens = a.tokens, .n_heads = a.n_heads, .kv_heads = a.kv_heads,
-                          .head_dim = a.head_dim, .v_head_dim = a.v_head_dim, .block_size = a.block_size,
-                          .max_blocks = a.max_blocks, .scale = a.scale, .sliding_window = a.sliding_window});
+    cpu::paged_attention({.q = a.q,
+                          .k_cache = f32(a.k_cache),
+                          .v_cache = f32(a.v_cache),
+                          .block_tables = a.block_tables,
+                          .token_seq = a.token_seq,
+                          .positions = a.positions,
+                          .out = a.out,
+                          .tokens = a.tokens,
+                          .n_heads = a.n_heads,
+                          .kv_heads = a.kv_heads,
+                          .head_dim = a.head_dim,
+                          .v_head_dim = a.v_head_dim,
+                          .block_size = a.block_size,
+                          .max_blocks = a.max_blocks,
+                          .scale = a.scale,
+                          .sliding_window = a.sliding_window});
   }
   void softmax_topk(const SoftmaxTopkArgs& a) override { cpu::softmax_topk(a); }
   void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim) override {
@@ -158,8 +175,13 @@ class CpuBackend final : public Backend {
   void mla_kv_write(const MlaKvWriteCall& a) override {
     const std::vector<float> w = bf16_ ? rounded(f32(a.norm_weight), a.kv_lora_rank) : std::vector<float>{};
     auto* cache = static_cast<float*>(a.cache);
-    cpu::mla_kv_write({.kv = a.kv, .norm_weight = bf16_ ? w.data() : f32(a.norm_weight), .slots = a.slots,
-                       .cache = cache, .tokens = a.tokens, .kv_lora_rank = a.kv_lora_rank, .rope_dim = a.rope_dim,
+    cpu::mla_kv_write({.kv = a.kv,
+                       .norm_weight = bf16_ ? w.data() : f32(a.norm_weight),
+                       .slots = a.slots,
+                       .cache = cache,
+                       .tokens = a.tokens,
+                       .kv_lora_rank = a.kv_lora_rank,
+                       .rope_dim = a.rope_dim,
                        .eps = a.eps});
     if (!bf16_) return;
     const int64_t row = a.kv_lora_rank + a.rope_dim;
@@ -169,8 +191,16 @@ class CpuBackend final : public Backend {
     }
   }
   void head_linear(const HeadLinearCall& a) override {
-    HeadLinearArgs k{.x = a.x, .w = f32(a.w), .y = a.y, .tokens = a.tokens, .heads = a.heads, .in = a.in, .out = a.out,
-                     .x_stride = a.x_stride, .y_stride = a.y_stride, .w_head_stride = a.w_head_stride,
+    HeadLinearArgs k{.x = a.x,
+                     .w = f32(a.w),
+                     .y = a.y,
+                     .tokens = a.tokens,
+                     .heads = a.heads,
+                     .in = a.in,
+                     .out = a.out,
+                     .x_stride = a.x_stride,
+                     .y_stride = a.y_stride,
+                     .w_head_stride = a.w_head_stride,
                      .w_transposed = a.w_transposed};
     if (!bf16_ || a.tokens == 0 || a.heads == 0) return cpu::head_linear(k);
     const auto xr = rounded(a.x, a.tokens * a.heads * a.x_stride);
@@ -180,26 +210,46 @@ class CpuBackend final : public Backend {
     cpu::head_linear(k);
   }
   void mla_attention(const MlaAttentionCall& a) override {
-    cpu::mla_attention({.q_latent = a.q_latent, .q_rope = a.q_rope, .cache = f32(a.cache),
-                        .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
-                        .key_positions = a.key_positions, .out = a.out, .tokens = a.tokens, .n_heads = a.n_heads,
-                        .kv_lora_rank = a.kv_lora_rank, .rope_dim = a.rope_dim, .q_rope_stride = a.q_rope_stride,
-                        .n_selected = a.n_selected, .block_size = a.block_size, .max_blocks = a.max_blocks,
+    cpu::mla_attention({.q_latent = a.q_latent,
+                        .q_rope = a.q_rope,
+                        .cache = f32(a.cache),
+                        .block_tables = a.block_tables,
+                        .token_seq = a.token_seq,
+                        .positions = a.positions,
+                        .key_positions = a.key_positions,
+                        .out = a.out,
+                        .tokens = a.tokens,
+                        .n_heads = a.n_heads,
+                        .kv_lora_rank = a.kv_lora_rank,
+                        .rope_dim = a.rope_dim,
+                        .q_rope_stride = a.q_rope_stride,
+                        .n_selected = a.n_selected,
+                        .block_size = a.block_size,
+                        .max_blocks = a.max_blocks,
                         .scale = a.scale});
   }
   void indexer_topk(const IndexerTopkCall& a) override {
-    cpu::indexer_topk({.q = a.q, .head_weights = a.head_weights, .k_cache = f32(a.k_cache),
-                       .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
-                       .key_positions = a.key_positions, .tokens = a.tokens, .n_heads = a.n_heads,
-                       .head_dim = a.head_dim, .top_k = a.top_k, .block_size = a.block_size,
-                       .max_blocks = a.max_blocks, .scale = a.scale, .weight_scale = a.weight_scale});
+    cpu::indexer_topk({.q = a.q,
+                       .head_weights = a.head_weights,
+                       .k_cache = f32(a.k_cache),
+                       .block_tables = a.block_tables,
+                       .token_seq = a.token_seq,
+                       .positions = a.positions,
+                       .key_positions = a.key_positions,
+                       .tokens = a.tokens,
+                       .n_heads = a.n_heads,
+                       .head_dim = a.head_dim,
+                       .top_k = a.top_k,
+                       .block_size = a.block_size,
+                       .max_blocks = a.max_blocks,
+                       .scale = a.scale,
+                       .weight_scale = a.weight_scale});
   }
   void layer_norm(const float* x, WeightPtr weight, WeightPtr bias, float* y, int64_t rows, int64_t dim,
                   float eps) override {
     if (!bf16_) return cpu::layer_norm(x, f32(weight), f32(bias), y, rows, dim, eps);
     cpu::layer_norm(x, rounded(f32(weight), dim).data(), rounded(f32(bias), dim).data(), y, rows, dim, eps);
   }
-
 
  private:
   bool bf16_;

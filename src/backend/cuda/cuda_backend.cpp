@@ -1,5 +1,7 @@
 // CUDA backend: bf16 weights and KV cache, fp32 activations; matrix products on cuBLAS (bf16 inputs,
 // fp32 accumulation and output), everything else in kernels/cuda. All work goes to one stream.
+#include "backend/cuda/cuda_backend.h"
+
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -9,7 +11,6 @@
 #include "backend/backend.h"
 #include "backend/grouped_moe.h"
 #include "backend/scratch.h"
-#include "backend/cuda/cuda_backend.h"
 #include "base/check.h"
 #include "kernels/cuda/mla_ops.cuh"
 #include "kernels/cuda/ops.cuh"
@@ -137,7 +138,9 @@ class CudaBackend final : public Backend {
   void fill_random_normal(const RandomFillArgs& a) override {
     cuda::fill_random_normal_bf16(static_cast<bf16_bits*>(a.dst), a.n, a.seed, a.mean, a.stddev, stream_);
   }
-  void zero(void* dst, size_t bytes) override { check_cuda(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync"); }
+  void zero(void* dst, size_t bytes) override {
+    check_cuda(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync");
+  }
 
   void linear(const float* x, WeightPtr w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k) override {
     if (m == 0 || n == 0) return;
@@ -149,11 +152,11 @@ class CudaBackend final : public Backend {
     cuda::f32_to_bf16(x, xb, m * k, stream_);
     // Row-major y[m, n] = x[m, k] · w[n, k]^T is column-major y^T[n, m] = w^T' · x^T with w read transposed.
     const float alpha = 1.0f, beta = 0.0f;
-    check_cublas(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                              static_cast<int>(k), &alpha, w, CUDA_R_16BF, static_cast<int>(k), xb, CUDA_R_16BF,
-                              static_cast<int>(k), &beta, y, CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmEx(linear)");
+    check_cublas(
+        cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+                     &alpha, w, CUDA_R_16BF, static_cast<int>(k), xb, CUDA_R_16BF, static_cast<int>(k), &beta, y,
+                     CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx(linear)");
     if (bias) cuda::add_bias(y, bf(bias), m, n, stream_);
   }
   void linear_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) override {
@@ -163,11 +166,11 @@ class CudaBackend final : public Backend {
       return cuda::gemv_f32(x, w, y, m, n, k, stream_);
     }
     const float alpha = 1.0f, beta = 0.0f;
-    check_cublas(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                              static_cast<int>(k), &alpha, w, CUDA_R_32F, static_cast<int>(k), x, CUDA_R_32F,
-                              static_cast<int>(k), &beta, y, CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F_PEDANTIC,
-                              CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmEx(linear_f32)");
+    check_cublas(
+        cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+                     &alpha, w, CUDA_R_32F, static_cast<int>(k), x, CUDA_R_32F, static_cast<int>(k), &beta, y,
+                     CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx(linear_f32)");
   }
   void rms_norm(const float* x, WeightPtr weight, float* y, int64_t rows, int64_t dim, float eps) override {
     cuda::rms_norm(x, bf(weight), y, rows, dim, eps, stream_);
@@ -183,33 +186,67 @@ class CudaBackend final : public Backend {
     cuda::silu_mul(gate_up, out, rows, inter, stream_);
   }
   void rope(const RopeArgs& a) override {
-    cuda::rope({.x = a.x, .positions = a.positions, .inv_freq = a.inv_freq, .tokens = a.tokens, .heads = a.heads,
-                .head_dim = a.head_dim, .rotary_dim = a.rotary_dim, .attention_scale = a.attention_scale,
+    cuda::rope({.x = a.x,
+                .positions = a.positions,
+                .inv_freq = a.inv_freq,
+                .tokens = a.tokens,
+                .heads = a.heads,
+                .head_dim = a.head_dim,
+                .rotary_dim = a.rotary_dim,
+                .attention_scale = a.attention_scale,
                 .interleaved = a.interleaved},
                stream_);
   }
   void kv_write(const KvWriteCall& a) override {
-    cuda::kv_write({.k = a.k, .v = a.v, .slots = a.slots, .k_cache = static_cast<bf16_bits*>(a.k_cache),
-                    .v_cache = static_cast<bf16_bits*>(a.v_cache), .tokens = a.tokens, .kv_heads = a.kv_heads,
-                    .head_dim = a.head_dim, .v_head_dim = a.v_head_dim},
+    cuda::kv_write({.k = a.k,
+                    .v = a.v,
+                    .slots = a.slots,
+                    .k_cache = static_cast<bf16_bits*>(a.k_cache),
+                    .v_cache = static_cast<bf16_bits*>(a.v_cache),
+                    .tokens = a.tokens,
+                    .kv_heads = a.kv_heads,
+                    .head_dim = a.head_dim,
+                    .v_head_dim = a.v_head_dim},
                    stream_);
   }
   void qk_norm_rope_kv_write(const QkRopeKvCall& a) override {
-    cuda::qk_norm_rope_kv_write({.q = a.q, .k = a.k, .v = a.v, .q_norm = bf(a.q_norm), .k_norm = bf(a.k_norm),
-                                 .eps = a.norm_eps, .positions = a.positions, .inv_freq = a.inv_freq,
-                                 .rotary_dim = a.rotary_dim, .attention_scale = a.attention_scale,
-                                 .interleaved = a.interleaved, .slots = a.slots,
+    cuda::qk_norm_rope_kv_write({.q = a.q,
+                                 .k = a.k,
+                                 .v = a.v,
+                                 .q_norm = bf(a.q_norm),
+                                 .k_norm = bf(a.k_norm),
+                                 .eps = a.norm_eps,
+                                 .positions = a.positions,
+                                 .inv_freq = a.inv_freq,
+                                 .rotary_dim = a.rotary_dim,
+                                 .attention_scale = a.attention_scale,
+                                 .interleaved = a.interleaved,
+                                 .slots = a.slots,
                                  .k_cache = static_cast<bf16_bits*>(a.k_cache),
-                                 .v_cache = static_cast<bf16_bits*>(a.v_cache), .tokens = a.tokens,
-                                 .n_heads = a.n_heads, .kv_heads = a.kv_heads, .head_dim = a.head_dim},
+                                 .v_cache = static_cast<bf16_bits*>(a.v_cache),
+                                 .tokens = a.tokens,
+                                 .n_heads = a.n_heads,
+                                 .kv_heads = a.kv_heads,
+                                 .head_dim = a.head_dim},
                                 stream_);
   }
   void paged_attention(const AttentionCall& a) override {
-    const cuda::AttentionParams p{.q = a.q, .k_cache = bf(a.k_cache), .v_cache = bf(a.v_cache),
-                                  .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
-                                  .out = a.out, .tokens = a.tokens, .n_heads = a.n_heads, .kv_heads = a.kv_heads,
-                                  .head_dim = a.head_dim, .v_head_dim = a.v_head_dim, .block_size = a.block_size,
-                                  .max_blocks = a.max_blocks, .scale = a.scale, .sliding_window = a.sliding_window};
+    const cuda::AttentionParams p{.q = a.q,
+                                  .k_cache = bf(a.k_cache),
+                                  .v_cache = bf(a.v_cache),
+                                  .block_tables = a.block_tables,
+                                  .token_seq = a.token_seq,
+                                  .positions = a.positions,
+                                  .out = a.out,
+                                  .tokens = a.tokens,
+                                  .n_heads = a.n_heads,
+                                  .kv_heads = a.kv_heads,
+                                  .head_dim = a.head_dim,
+                                  .v_head_dim = a.v_head_dim,
+                                  .block_size = a.block_size,
+                                  .max_blocks = a.max_blocks,
+                                  .scale = a.scale,
+                                  .sliding_window = a.sliding_window};
     if (!cuda::gqa_attention_supported(a.n_heads, a.kv_heads, a.head_dim, a.v_head_dim)) {
       return cuda::paged_attention(p, stream_);
     }
@@ -232,9 +269,14 @@ class CudaBackend final : public Backend {
 
   // Multi-head latent attention and the sparse-attention indexer (kernels/cuda/mla.cu).
   void mla_kv_write(const MlaKvWriteCall& a) override {
-    cuda::mla_kv_write({.kv = a.kv, .norm_weight = bf(a.norm_weight), .slots = a.slots,
-                        .cache = static_cast<bf16_bits*>(a.cache), .tokens = a.tokens, .kv_lora_rank = a.kv_lora_rank,
-                        .rope_dim = a.rope_dim, .eps = a.eps},
+    cuda::mla_kv_write({.kv = a.kv,
+                        .norm_weight = bf(a.norm_weight),
+                        .slots = a.slots,
+                        .cache = static_cast<bf16_bits*>(a.cache),
+                        .tokens = a.tokens,
+                        .kv_lora_rank = a.kv_lora_rank,
+                        .rope_dim = a.rope_dim,
+                        .eps = a.eps},
                        stream_);
   }
   // Per-head products as one strided batched GEMM over heads (bf16 inputs, fp32 accumulation and output).
@@ -264,20 +306,41 @@ class CudaBackend final : public Backend {
                  "cublasGemmStridedBatchedEx(head_linear)");
   }
   void mla_attention(const MlaAttentionCall& a) override {
-    cuda::mla_attention({.q_latent = a.q_latent, .q_rope = a.q_rope, .cache = bf(a.cache),
-                         .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
-                         .key_positions = a.key_positions, .out = a.out, .tokens = a.tokens, .n_heads = a.n_heads,
-                         .kv_lora_rank = a.kv_lora_rank, .rope_dim = a.rope_dim, .q_rope_stride = a.q_rope_stride,
-                         .n_selected = a.n_selected, .block_size = a.block_size, .max_blocks = a.max_blocks,
+    cuda::mla_attention({.q_latent = a.q_latent,
+                         .q_rope = a.q_rope,
+                         .cache = bf(a.cache),
+                         .block_tables = a.block_tables,
+                         .token_seq = a.token_seq,
+                         .positions = a.positions,
+                         .key_positions = a.key_positions,
+                         .out = a.out,
+                         .tokens = a.tokens,
+                         .n_heads = a.n_heads,
+                         .kv_lora_rank = a.kv_lora_rank,
+                         .rope_dim = a.rope_dim,
+                         .q_rope_stride = a.q_rope_stride,
+                         .n_selected = a.n_selected,
+                         .block_size = a.block_size,
+                         .max_blocks = a.max_blocks,
                          .scale = a.scale},
                         stream_);
   }
   void indexer_topk(const IndexerTopkCall& a) override {
-    cuda::indexer_topk({.q = a.q, .head_weights = a.head_weights, .k_cache = bf(a.k_cache),
-                        .block_tables = a.block_tables, .token_seq = a.token_seq, .positions = a.positions,
-                        .key_positions = a.key_positions, .tokens = a.tokens, .n_heads = a.n_heads,
-                        .head_dim = a.head_dim, .top_k = a.top_k, .block_size = a.block_size,
-                        .max_blocks = a.max_blocks, .scale = a.scale, .weight_scale = a.weight_scale},
+    cuda::indexer_topk({.q = a.q,
+                        .head_weights = a.head_weights,
+                        .k_cache = bf(a.k_cache),
+                        .block_tables = a.block_tables,
+                        .token_seq = a.token_seq,
+                        .positions = a.positions,
+                        .key_positions = a.key_positions,
+                        .tokens = a.tokens,
+                        .n_heads = a.n_heads,
+                        .head_dim = a.head_dim,
+                        .top_k = a.top_k,
+                        .block_size = a.block_size,
+                        .max_blocks = a.max_blocks,
+                        .scale = a.scale,
+                        .weight_scale = a.weight_scale},
                        stream_);
   }
   void layer_norm(const float* x, WeightPtr weight, WeightPtr bias, float* y, int64_t rows, int64_t dim,
@@ -333,25 +396,40 @@ class CudaBackend final : public Backend {
     if (small_batch(c)) {
       mark(Phase::experts);
       float* act = scratch_.get<float>(kMoeAct, pairs * c.inter);
-      return cuda::moe_small_batch({.x = c.x, .expert_ids = c.expert_ids, .weights = c.weights,
-                                    .gate_up = bf(c.gate_up), .down = bf(c.down), .act = act, .out = c.out,
-                                    .tokens = c.tokens, .hidden = c.hidden, .inter = c.inter, .top_k = c.top_k},
+      return cuda::moe_small_batch({.x = c.x,
+                                    .expert_ids = c.expert_ids,
+                                    .weights = c.weights,
+                                    .gate_up = bf(c.gate_up),
+                                    .down = bf(c.down),
+                                    .act = act,
+                                    .out = c.out,
+                                    .tokens = c.tokens,
+                                    .hidden = c.hidden,
+                                    .inter = c.inter,
+                                    .top_k = c.top_k},
                                    stream_);
     }
-    if (!cuda::moe_grouped_supported(c.hidden, c.inter, c.n_experts) || !aligned16(c.gate_up) ||
-        !aligned16(c.down)) {
+    if (!cuda::moe_grouped_supported(c.hidden, c.inter, c.n_experts) || !aligned16(c.gate_up) || !aligned16(c.down)) {
       return grouped_moe_.run(c);
     }
     if (pairs == 0) return;
     const int tile_m = cuda::moe_grouped_tile_m(pairs, c.n_experts);
     int32_t* route = scratch_.get<int32_t>(kMoeRoute, cuda::moe_grouped_route_ints(pairs, c.n_experts, tile_m));
-    const cuda::MoeGroupedParams p{.x = c.x, .expert_ids = c.expert_ids, .weights = c.weights,
-                                   .gate_up = bf(c.gate_up), .down = bf(c.down), .out = c.out,
+    const cuda::MoeGroupedParams p{.x = c.x,
+                                   .expert_ids = c.expert_ids,
+                                   .weights = c.weights,
+                                   .gate_up = bf(c.gate_up),
+                                   .down = bf(c.down),
+                                   .out = c.out,
                                    .route = cuda::moe_grouped_route_at(route, pairs, c.n_experts, tile_m),
                                    .x_bf16 = scratch_.get<bf16_bits>(kMoeXBf16, c.tokens * c.hidden),
                                    .act = scratch_.get<bf16_bits>(kMoeActBf16, pairs * c.inter),
-                                   .y = scratch_.get<float>(kMoeY, pairs * c.hidden), .tokens = c.tokens,
-                                   .hidden = c.hidden, .inter = c.inter, .n_experts = c.n_experts, .top_k = c.top_k,
+                                   .y = scratch_.get<float>(kMoeY, pairs * c.hidden),
+                                   .tokens = c.tokens,
+                                   .hidden = c.hidden,
+                                   .inter = c.inter,
+                                   .n_experts = c.n_experts,
+                                   .top_k = c.top_k,
                                    .tile_m = tile_m};
     mark(Phase::router);
     cuda::moe_grouped_dispatch(p, stream_);

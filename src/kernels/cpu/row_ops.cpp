@@ -13,8 +13,7 @@ void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, i
 }
 
 // Serial over i so that the summation order, and so the result, is fixed.
-void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n,
-                      int64_t dim) {
+void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n, int64_t dim) {
   for (int64_t i = 0; i < n; ++i) {
     float* d = dst + static_cast<int64_t>(rows[i]) * dim;
     const float* s = src + i * dim;

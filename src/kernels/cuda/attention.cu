@@ -11,7 +11,6 @@ namespace sy::cuda {
 
 namespace {
 
-
 __global__ void kv_write_kernel(KvWriteParams p) {
   pdl_launch_dependents();
   pdl_wait();
@@ -131,8 +130,8 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
 // round.
 constexpr int kMaxExpertsPerLane = 16;  // up to 512 experts
 
-__global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* weights, int64_t tokens, int64_t n_experts,
-                                    int64_t top_k, bool renormalize) {
+__global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* weights, int64_t tokens,
+                                    int64_t n_experts, int64_t top_k, bool renormalize) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t t = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;

@@ -1,5 +1,6 @@
 // Error checks for CUDA calls (host code: fmt does not compile under nvcc, so .cu files call these).
 #include "base/check.h"
+
 #include "kernels/cuda/ops.cuh"
 
 namespace sy::cuda {

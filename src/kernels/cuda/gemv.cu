@@ -92,8 +92,8 @@ constexpr int kF32Warps = 4;
 template <int MT>
 void launch(const float* x, const bf16_bits* w, const bf16_bits* bias, float* y, int64_t m, int64_t n, int64_t k,
             cudaStream_t s) {
-  launch_pdl(gemv_kernel<MT, kWarps, uint4>, dim3(static_cast<unsigned>((n + kWarps - 1) / kWarps)),
-             dim3(kWarps * 32), 0, s, "gemv", x, reinterpret_cast<const uint4*>(w), bias, y, m, n, k);
+  launch_pdl(gemv_kernel<MT, kWarps, uint4>, dim3(static_cast<unsigned>((n + kWarps - 1) / kWarps)), dim3(kWarps * 32),
+             0, s, "gemv", x, reinterpret_cast<const uint4*>(w), bias, y, m, n, k);
 }
 
 template <int MT>

@@ -24,7 +24,7 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kTileKeys = 64;   // keys per pipeline stage; four 16-key slices
 constexpr int kSliceKeys = 16;  // keys per mma pass of one warp
 constexpr int kStages = 2;
-constexpr int kMaxGroup = 16;   // query rows of one warp's mma tile
+constexpr int kMaxGroup = 16;  // query rows of one warp's mma tile
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Shared memory: kStages K and V tiles, then the query fragments of `row_sets` sets of 16 rows.

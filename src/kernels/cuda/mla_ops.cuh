@@ -14,37 +14,37 @@
 namespace sy::cuda {
 
 struct MlaKvWriteParams {
-  const float* kv;              // [tokens, kv_lora_rank + rope_dim]
-  const bf16_bits* norm_weight; // [kv_lora_rank]
-  const int32_t* slots;         // [tokens]
-  bf16_bits* cache;             // [n_slots, kv_lora_rank + rope_dim]
+  const float* kv;               // [tokens, kv_lora_rank + rope_dim]
+  const bf16_bits* norm_weight;  // [kv_lora_rank]
+  const int32_t* slots;          // [tokens]
+  bf16_bits* cache;              // [n_slots, kv_lora_rank + rope_dim]
   int64_t tokens, kv_lora_rank, rope_dim;
   float eps;
 };
 void mla_kv_write(const MlaKvWriteParams& p, cudaStream_t s);
 
 struct MlaAttentionParams {
-  const float* q_latent;        // [tokens, n_heads, kv_lora_rank]
-  const float* q_rope;          // [tokens, n_heads, q_rope_stride]
-  const bf16_bits* cache;       // [n_slots, kv_lora_rank + rope_dim]
+  const float* q_latent;   // [tokens, n_heads, kv_lora_rank]
+  const float* q_rope;     // [tokens, n_heads, q_rope_stride]
+  const bf16_bits* cache;  // [n_slots, kv_lora_rank + rope_dim]
   const int32_t* block_tables;
   const int32_t* token_seq;
   const int32_t* positions;
-  const int32_t* key_positions; // [tokens, n_selected] or null
-  float* out;                   // [tokens, n_heads, kv_lora_rank]
+  const int32_t* key_positions;  // [tokens, n_selected] or null
+  float* out;                    // [tokens, n_heads, kv_lora_rank]
   int64_t tokens, n_heads, kv_lora_rank, rope_dim, q_rope_stride, n_selected, block_size, max_blocks;
   float scale;
 };
 void mla_attention(const MlaAttentionParams& p, cudaStream_t s);
 
 struct IndexerTopkParams {
-  const float* q;               // [tokens, n_heads, head_dim]
-  const float* head_weights;    // [tokens, n_heads]
-  const bf16_bits* k_cache;     // [n_slots, head_dim]
+  const float* q;             // [tokens, n_heads, head_dim]
+  const float* head_weights;  // [tokens, n_heads]
+  const bf16_bits* k_cache;   // [n_slots, head_dim]
   const int32_t* block_tables;
   const int32_t* token_seq;
   const int32_t* positions;
-  int32_t* key_positions;       // [tokens, top_k]
+  int32_t* key_positions;  // [tokens, top_k]
   int64_t tokens, n_heads, head_dim, top_k, block_size, max_blocks;
   float scale, weight_scale;
 };

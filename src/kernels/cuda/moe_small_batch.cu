@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeSmallB
 #pragma unroll
     for (int q = 0; q < kDownPairs; ++q) {
       const int64_t pair = t * p.top_k + min(k0 + q, p.top_k - 1);
-      rows[q] = reinterpret_cast<const uint4*>(p.down + (static_cast<int64_t>(p.expert_ids[pair]) * p.hidden + j) *
-                                                            p.inter);
+      rows[q] =
+          reinterpret_cast<const uint4*>(p.down + (static_cast<int64_t>(p.expert_ids[pair]) * p.hidden + j) * p.inter);
       acts[q] = p.act + pair * p.inter;
     }
     float y[kDownPairs] = {};

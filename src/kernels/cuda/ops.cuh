@@ -55,20 +55,20 @@ void kv_write(const KvWriteParams& p, cudaStream_t s);
 // Per (token, head) in one pass: q and k heads RMS-normalised (when q_norm is not null), rotated and
 // stored in place, k and v heads written to the cache (Backend::qk_norm_rope_kv_write).
 struct QkRopeKvParams {
-  float* q;                   // [tokens, n_heads, head_dim]
-  float* k;                   // [tokens, kv_heads, head_dim]
-  const float* v;             // [tokens, kv_heads, head_dim]
-  const bf16_bits* q_norm;    // [head_dim] or null
-  const bf16_bits* k_norm;    // [head_dim], null exactly when q_norm is
+  float* q;                 // [tokens, n_heads, head_dim]
+  float* k;                 // [tokens, kv_heads, head_dim]
+  const float* v;           // [tokens, kv_heads, head_dim]
+  const bf16_bits* q_norm;  // [head_dim] or null
+  const bf16_bits* k_norm;  // [head_dim], null exactly when q_norm is
   float eps;
-  const int32_t* positions;   // [tokens]
-  const float* inv_freq;      // [rotary_dim / 2]
+  const int32_t* positions;  // [tokens]
+  const float* inv_freq;     // [rotary_dim / 2]
   int64_t rotary_dim;
   float attention_scale;
   bool interleaved;
-  const int32_t* slots;       // [tokens]
-  bf16_bits* k_cache;         // [n_slots, kv_heads, head_dim]
-  bf16_bits* v_cache;         // [n_slots, kv_heads, head_dim]
+  const int32_t* slots;  // [tokens]
+  bf16_bits* k_cache;    // [n_slots, kv_heads, head_dim]
+  bf16_bits* v_cache;    // [n_slots, kv_heads, head_dim]
   int64_t tokens, n_heads, kv_heads, head_dim;
 };
 void qk_norm_rope_kv_write(const QkRopeKvParams& p, cudaStream_t s);
@@ -115,13 +115,13 @@ void gqa_decode_attention(const AttentionParams& p, const AttentionSplit& split,
 void gqa_prefill_attention(const AttentionParams& p, cudaStream_t s);
 
 struct MoeSmallBatchParams {
-  const float* x;            // [tokens, hidden]
-  const int32_t* expert_ids; // [tokens, top_k]
-  const float* weights;      // [tokens, top_k]
-  const bf16_bits* gate_up;  // [n_experts, 2 * inter, hidden]
-  const bf16_bits* down;     // [n_experts, hidden, inter]
-  float* act;                // scratch [tokens * top_k, inter], SiLU(gate)·up by pair
-  float* out;                // [tokens, hidden]
+  const float* x;             // [tokens, hidden]
+  const int32_t* expert_ids;  // [tokens, top_k]
+  const float* weights;       // [tokens, top_k]
+  const bf16_bits* gate_up;   // [n_experts, 2 * inter, hidden]
+  const bf16_bits* down;      // [n_experts, hidden, inter]
+  float* act;                 // scratch [tokens * top_k, inter], SiLU(gate)·up by pair
+  float* out;                 // [tokens, hidden]
   int64_t tokens, hidden, inter, top_k;
 };
 // Routed experts as per-pair GEMVs (gate/up with SiLU·mul, then down with the combine); needs hidden and
@@ -150,7 +150,7 @@ struct MoeGroupedParams {
   bf16_bits* act;             // scratch [tokens * top_k, inter], SiLU(gate)·up by row
   float* y;                   // scratch [tokens * top_k, hidden], expert output by pair
   int64_t tokens, hidden, inter, n_experts, top_k;
-  int tile_m;                 // rows per GEMM tile: 16, 32, 64 or 128 (moe_grouped_tile_m picks one)
+  int tile_m;  // rows per GEMM tile: 16, 32, 64 or 128 (moe_grouped_tile_m picks one)
 };
 bool moe_grouped_supported(int64_t hidden, int64_t inter, int64_t n_experts);
 // Rows per tile for this many pairs over n_experts: a function of sizes only, so that launch shapes

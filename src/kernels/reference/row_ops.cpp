@@ -9,8 +9,7 @@ void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, i
   }
 }
 
-void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n,
-                      int64_t dim) {
+void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n, int64_t dim) {
   for (int64_t i = 0; i < n; ++i) {
     const double w = weights ? weights[i] : 1.0;
     for (int64_t j = 0; j < dim; ++j) {

@@ -14,7 +14,8 @@ enum ScratchId : int { kQ = 100, kK, kV, kAttn };
 GqaShard shard_gqa(const GqaAttentionConfig& c, int tp_rank, int tp) {
   SY_CHECK(c.n_heads % tp == 0 && (c.kv_heads % tp == 0 || tp % c.kv_heads == 0),
            "--tp {} does not split {} attention heads and {} KV heads (tp must divide the heads, and divide or be a "
-           "multiple of the KV heads)", tp, c.n_heads, c.kv_heads);
+           "multiple of the KV heads)",
+           tp, c.n_heads, c.kv_heads);
   GqaShard s;
   s.local = c;
   s.local.n_heads = c.n_heads / tp;
@@ -31,9 +32,16 @@ GqaShard shard_gqa(const GqaAttentionConfig& c, int tp_rank, int tp) {
 
 GqaAttentionConfig gqa_attention_config(const ModelDesc& d) {
   const AttentionDesc& a = d.attn;
-  return {.hidden = d.hidden, .n_heads = a.n_heads, .kv_heads = a.kv_heads, .head_dim = a.head_dim,
-          .rotary_dim = a.rotary_dim, .qkv_bias = a.qkv_bias, .o_bias = a.o_bias, .qk_norm = a.qk_norm,
-          .qk_norm_eps = static_cast<float>(d.norm_eps), .sliding_window = a.sliding_window};
+  return {.hidden = d.hidden,
+          .n_heads = a.n_heads,
+          .kv_heads = a.kv_heads,
+          .head_dim = a.head_dim,
+          .rotary_dim = a.rotary_dim,
+          .qkv_bias = a.qkv_bias,
+          .o_bias = a.o_bias,
+          .qk_norm = a.qk_norm,
+          .qk_norm_eps = static_cast<float>(d.norm_eps),
+          .sliding_window = a.sliding_window};
 }
 
 GqaAttentionWeights bind_gqa_attention(WeightLoader& loader, const std::string& prefix, const GqaAttentionConfig& c) {
@@ -96,16 +104,39 @@ void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaA
     be.linear(x, w.k_proj, w.k_bias, k, T, kv_dim, c.hidden);
     be.linear(x, w.v_proj, w.v_bias, v, T, kv_dim, c.hidden);
   }
-  be.qk_norm_rope_kv_write({.q = q, .k = k, .v = v, .q_norm = c.qk_norm ? w.q_norm : nullptr,
-                            .k_norm = c.qk_norm ? w.k_norm : nullptr, .norm_eps = c.qk_norm_eps,
-                            .positions = step.positions, .inv_freq = rope.inv_freq, .rotary_dim = c.rotary_dim,
-                            .attention_scale = rope.attention_scale, .interleaved = c.rope_interleaved,
-                            .slots = step.slots, .k_cache = k_cache, .v_cache = v_cache, .tokens = T,
-                            .n_heads = c.n_heads, .kv_heads = c.kv_heads, .head_dim = c.head_dim});
-  be.paged_attention({.q = q, .k_cache = k_cache, .v_cache = v_cache, .block_tables = step.block_tables,
-                      .token_seq = step.token_seq, .positions = step.positions, .out = attn, .tokens = T,
-                      .n_seqs = step.n_seqs, .n_heads = c.n_heads, .kv_heads = c.kv_heads, .head_dim = c.head_dim,
-                      .v_head_dim = c.head_dim, .block_size = step.block_size, .max_blocks = step.max_blocks,
+  be.qk_norm_rope_kv_write({.q = q,
+                            .k = k,
+                            .v = v,
+                            .q_norm = c.qk_norm ? w.q_norm : nullptr,
+                            .k_norm = c.qk_norm ? w.k_norm : nullptr,
+                            .norm_eps = c.qk_norm_eps,
+                            .positions = step.positions,
+                            .inv_freq = rope.inv_freq,
+                            .rotary_dim = c.rotary_dim,
+                            .attention_scale = rope.attention_scale,
+                            .interleaved = c.rope_interleaved,
+                            .slots = step.slots,
+                            .k_cache = k_cache,
+                            .v_cache = v_cache,
+                            .tokens = T,
+                            .n_heads = c.n_heads,
+                            .kv_heads = c.kv_heads,
+                            .head_dim = c.head_dim});
+  be.paged_attention({.q = q,
+                      .k_cache = k_cache,
+                      .v_cache = v_cache,
+                      .block_tables = step.block_tables,
+                      .token_seq = step.token_seq,
+                      .positions = step.positions,
+                      .out = attn,
+                      .tokens = T,
+                      .n_seqs = step.n_seqs,
+                      .n_heads = c.n_heads,
+                      .kv_heads = c.kv_heads,
+                      .head_dim = c.head_dim,
+                      .v_head_dim = c.head_dim,
+                      .block_size = step.block_size,
+                      .max_blocks = step.max_blocks,
                       .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
                       .sliding_window = c.sliding_window});
   be.linear(attn, w.o_proj, w.o_bias, out, T, c.hidden, q_dim);

@@ -16,13 +16,13 @@ struct GqaAttentionConfig {
   int64_t n_heads = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
-  int64_t rotary_dim = 0;       // <= head_dim (partial rotary)
+  int64_t rotary_dim = 0;  // <= head_dim (partial rotary)
   bool rope_interleaved = false;
   bool qkv_bias = false;
   bool o_bias = false;
-  bool qk_norm = false;         // Qwen3: RMSNorm over each head's q and k before rope
+  bool qk_norm = false;  // Qwen3: RMSNorm over each head's q and k before rope
   float qk_norm_eps = 1e-6f;
-  int64_t sliding_window = 0;   // 0: full causal attention
+  int64_t sliding_window = 0;  // 0: full causal attention
 };
 
 struct GqaAttentionWeights {
@@ -45,8 +45,8 @@ struct GqaAttentionWeights {
 // This rank's part under tensor parallelism: n_heads / tp query heads, and kv_heads / tp KV heads, or, when
 // tp exceeds kv_heads, the one KV head its query heads read (replicated on tp / kv_heads ranks).
 struct GqaShard {
-  int64_t head0 = 0;     // first query head
-  int64_t kv_head0 = 0;  // first KV head
+  int64_t head0 = 0;         // first query head
+  int64_t kv_head0 = 0;      // first KV head
   GqaAttentionConfig local;  // the config with this rank's head counts
 };
 GqaShard shard_gqa(const GqaAttentionConfig& c, int tp_rank, int tp);

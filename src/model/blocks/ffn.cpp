@@ -8,14 +8,27 @@ namespace sy {
 
 namespace {
 enum ScratchId : int {
-  kGateUp = 200, kAct, kRouterLogits, kExpertIds, kExpertWeights, kSharedOut,
+  kGateUp = 200,
+  kAct,
+  kRouterLogits,
+  kExpertIds,
+  kExpertWeights,
+  kSharedOut,
   // expert parallelism
-  kPlanIndex, kSendRows, kRecvRows, kRecvIds, kOnes, kExpertOut, kReturned, kOwnOut, kGathered
+  kPlanIndex,
+  kSendRows,
+  kRecvRows,
+  kRecvIds,
+  kOnes,
+  kExpertOut,
+  kReturned,
+  kOwnOut,
+  kGathered
 };
 }
 
-DenseMlpWeights bind_dense_mlp(WeightLoader& loader, const std::string& prefix, const MlpNames& names,
-                               int64_t hidden, int64_t inter) {
+DenseMlpWeights bind_dense_mlp(WeightLoader& loader, const std::string& prefix, const MlpNames& names, int64_t hidden,
+                               int64_t inter) {
   const ShardPlan& plan = loader.plan();
   const Share share = even_share(inter, plan.dense_rank, plan.dense, "dense intermediate size");
   const bool split = plan.dense > 1;
@@ -45,9 +58,16 @@ void dense_mlp_forward(const StepContext& step, Scratch& scratch, const DenseMlp
 
 MoeConfig moe_config(const ModelDesc& d) {
   const MoeDesc& m = d.moe;
-  return {.hidden = d.hidden, .n_experts = m.n_experts, .top_k = m.top_k, .inter = m.inter,
-          .renormalize = m.renormalize, .scoring = m.scoring, .n_group = m.n_group, .topk_group = m.topk_group,
-          .routed_scaling_factor = static_cast<float>(m.routed_scaling_factor), .shared_inter = m.shared_inter,
+  return {.hidden = d.hidden,
+          .n_experts = m.n_experts,
+          .top_k = m.top_k,
+          .inter = m.inter,
+          .renormalize = m.renormalize,
+          .scoring = m.scoring,
+          .n_group = m.n_group,
+          .topk_group = m.topk_group,
+          .routed_scaling_factor = static_cast<float>(m.routed_scaling_factor),
+          .shared_inter = m.shared_inter,
           .router_bias = m.router_bias};
 }
 
@@ -72,8 +92,8 @@ MoeWeights bind_moe(WeightLoader& loader, const std::string& prefix, const MlpNa
       continue;
     }
     loader.load_into(p + names.gate, {c.inter, c.hidden}, loader.at(gate_up, l * gu), WeightInit::normal, rows);
-    loader.load_into(p + names.up, {c.inter, c.hidden}, loader.at(gate_up, l * gu + li * c.hidden),
-                     WeightInit::normal, rows);
+    loader.load_into(p + names.up, {c.inter, c.hidden}, loader.at(gate_up, l * gu + li * c.hidden), WeightInit::normal,
+                     rows);
     loader.load_into(p + names.down, {c.hidden, c.inter}, loader.at(down, l * dn), WeightInit::normal, cols);
   }
   w.gate_up = gate_up;
@@ -95,13 +115,25 @@ void route(Backend& be, Scratch& scratch, const MoeConfig& c, const MoeWeights& 
   be.linear_f32(x, w.router, logits, T, c.n_experts, c.hidden);
   switch (c.scoring) {
     case RouterScoring::softmax:
-      be.softmax_topk({.logits = logits, .expert_ids = ids, .weights = weights, .tokens = T,
-                       .n_experts = c.n_experts, .top_k = K, .renormalize = c.renormalize});
+      be.softmax_topk({.logits = logits,
+                       .expert_ids = ids,
+                       .weights = weights,
+                       .tokens = T,
+                       .n_experts = c.n_experts,
+                       .top_k = K,
+                       .renormalize = c.renormalize});
       break;
     case RouterScoring::sigmoid:
-      be.grouped_topk({.logits = logits, .score_bias = w.score_bias, .expert_ids = ids, .weights = weights,
-                       .tokens = T, .n_experts = c.n_experts, .top_k = K, .n_group = c.n_group,
-                       .topk_group = c.topk_group, .renormalize = c.renormalize,
+      be.grouped_topk({.logits = logits,
+                       .score_bias = w.score_bias,
+                       .expert_ids = ids,
+                       .weights = weights,
+                       .tokens = T,
+                       .n_experts = c.n_experts,
+                       .top_k = K,
+                       .n_group = c.n_group,
+                       .topk_group = c.topk_group,
+                       .renormalize = c.renormalize,
                        .scaling = c.routed_scaling_factor});
       break;
   }
@@ -115,8 +147,16 @@ void moe_forward(const StepContext& step, Scratch& scratch, const MoeConfig& c, 
   int32_t* ids = scratch.get<int32_t>(kExpertIds, TK);
   float* weights = scratch.get<float>(kExpertWeights, TK);
   route(be, scratch, c, w, x, T, ids, weights);
-  be.moe_experts({.x = x, .expert_ids = ids, .weights = weights, .gate_up = w.gate_up, .down = w.down, .out = out,
-                  .tokens = T, .hidden = c.hidden, .inter = w.local_inter, .n_experts = w.local_experts,
+  be.moe_experts({.x = x,
+                  .expert_ids = ids,
+                  .weights = weights,
+                  .gate_up = w.gate_up,
+                  .down = w.down,
+                  .out = out,
+                  .tokens = T,
+                  .hidden = c.hidden,
+                  .inter = w.local_inter,
+                  .n_experts = w.local_experts,
                   .top_k = K});
   if (c.shared_inter > 0) {
     float* shared = scratch.get<float>(kSharedOut, T * c.hidden);
@@ -154,7 +194,8 @@ void moe_forward_parallel(const StepContext& step, Scratch& scratch, const MoeCo
   const int64_t per_rank = c.n_experts / plan.ep;
   std::vector<int64_t> send_rows(S, 0);
   for (int32_t e : ids) {
-    for (int j = 0; j < plan.etp; ++j) ++send_rows[static_cast<size_t>(plan.moe_stage_rank(plan.edp_rank, e / static_cast<int32_t>(per_rank), j))];
+    for (int j = 0; j < plan.etp; ++j)
+      ++send_rows[static_cast<size_t>(plan.moe_stage_rank(plan.edp_rank, e / static_cast<int32_t>(per_rank), j))];
   }
   std::vector<int64_t> cursor(S, 0);
   for (size_t r = 1; r < S; ++r) cursor[r] = cursor[r - 1] + send_rows[r - 1];
@@ -202,9 +243,17 @@ void moe_forward_parallel(const StepContext& step, Scratch& scratch, const MoeCo
     const std::vector<float> one(static_cast<size_t>(n_recv), 1.0f);
     be.copy_to_device(ones, one.data(), one.size() * sizeof(float));
     be.mark(Phase::experts);
-    be.moe_experts({.x = recv_buf, .expert_ids = recv_ids, .weights = ones, .gate_up = w.gate_up, .down = w.down,
-                    .out = expert_out, .tokens = n_recv, .hidden = H, .inter = w.local_inter,
-                    .n_experts = w.local_experts, .top_k = 1});
+    be.moe_experts({.x = recv_buf,
+                    .expert_ids = recv_ids,
+                    .weights = ones,
+                    .gate_up = w.gate_up,
+                    .down = w.down,
+                    .out = expert_out,
+                    .tokens = n_recv,
+                    .hidden = H,
+                    .inter = w.local_inter,
+                    .n_experts = w.local_experts,
+                    .top_k = 1});
   }
   // Combine: the results come back in send order; each adds weight · row onto its token.
   float* returned = scratch.get<float>(kReturned, std::max<int64_t>(n_send, 1) * H);

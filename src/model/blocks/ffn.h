@@ -23,29 +23,28 @@ struct DenseMlpWeights {
   WeightPtr gate_up = nullptr;  // [2 * inter, hidden]
   WeightPtr down = nullptr;     // [hidden, inter]
   int64_t hidden = 0;
-  int64_t inter = 0;            // this rank's share of the intermediate dimension (dense_tp)
+  int64_t inter = 0;  // this rank's share of the intermediate dimension (dense_tp)
 };
 
 // `inter` is the model's; with dense_tp > 1 (loader.plan()) the rank binds its share of the intermediate
 // dimension (gate and up rows, down columns) and its output is a partial sum over the dense_tp group.
-DenseMlpWeights bind_dense_mlp(WeightLoader& loader, const std::string& prefix, const MlpNames& names,
-                               int64_t hidden, int64_t inter);
+DenseMlpWeights bind_dense_mlp(WeightLoader& loader, const std::string& prefix, const MlpNames& names, int64_t hidden,
+                               int64_t inter);
 // out[T, hidden] = down(silu(gate x) * up x)
-void dense_mlp_forward(const StepContext& step, Scratch& scratch, const DenseMlpWeights& w, const float* x,
-                       float* out);
+void dense_mlp_forward(const StepContext& step, Scratch& scratch, const DenseMlpWeights& w, const float* x, float* out);
 
 struct MoeConfig {
   int64_t hidden = 0;
   int64_t n_experts = 0;
   int64_t top_k = 0;
-  int64_t inter = 0;           // per-expert intermediate size
-  bool renormalize = false;    // top-k weights divided by their sum (Mixtral always; Qwen3 / DeepSeek if norm_topk_prob)
+  int64_t inter = 0;         // per-expert intermediate size
+  bool renormalize = false;  // top-k weights divided by their sum (Mixtral always; Qwen3 / DeepSeek if norm_topk_prob)
   RouterScoring scoring = RouterScoring::softmax;
-  int64_t n_group = 1;         // sigmoid: experts form n_group equal groups, only the topk_group best are eligible
+  int64_t n_group = 1;  // sigmoid: experts form n_group equal groups, only the topk_group best are eligible
   int64_t topk_group = 1;
   float routed_scaling_factor = 1.0f;  // sigmoid: multiplies the final routed weights
-  int64_t shared_inter = 0;    // shared experts as one SwiGLU MLP of this size (moe_inter * n_shared_experts); 0: none
-  bool router_bias = false;    // e_score_correction_bias (sigmoid routing)
+  int64_t shared_inter = 0;  // shared experts as one SwiGLU MLP of this size (moe_inter * n_shared_experts); 0: none
+  bool router_bias = false;  // e_score_correction_bias (sigmoid routing)
 };
 
 // The routed-experts block of the model `d` describes.
@@ -54,9 +53,9 @@ MoeConfig moe_config(const ModelDesc& d);
 struct MoeWeights {
   const float* router = nullptr;      // fp32 [n_experts, hidden]
   const float* score_bias = nullptr;  // fp32 [n_experts] e_score_correction_bias, or null
-  WeightPtr gate_up = nullptr;  // [local_experts, 2 * local_inter, hidden]
-  WeightPtr down = nullptr;     // [local_experts, hidden, local_inter]
-  DenseMlpWeights shared;       // added to every token's output when MoeConfig::shared_inter > 0
+  WeightPtr gate_up = nullptr;        // [local_experts, 2 * local_inter, hidden]
+  WeightPtr down = nullptr;           // [local_experts, hidden, local_inter]
+  DenseMlpWeights shared;             // added to every token's output when MoeConfig::shared_inter > 0
   // This rank's experts [expert_begin, expert_begin + local_experts) (ep) and its share of each one's
   // intermediate dimension (etp); the whole layer on one rank.
   int64_t expert_begin = 0;

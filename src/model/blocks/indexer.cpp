@@ -43,21 +43,44 @@ const int32_t* indexer_select(const StepContext& step, Scratch& scratch, const I
   be.linear(q_resid, w.wq_b, nullptr, q, T, c.n_heads * c.head_dim, c.q_lora_rank);
   be.linear(x, w.wk, nullptr, k, T, c.head_dim, c.hidden);
   be.layer_norm(k, w.k_norm, w.k_norm_bias, k, T, c.head_dim, kKeyNormEps);
-  RopeArgs ra{.x = q, .positions = step.positions, .inv_freq = rope.inv_freq, .tokens = T, .heads = c.n_heads,
-              .head_dim = c.head_dim, .rotary_dim = c.rope_dim, .attention_scale = rope.attention_scale,
+  RopeArgs ra{.x = q,
+              .positions = step.positions,
+              .inv_freq = rope.inv_freq,
+              .tokens = T,
+              .heads = c.n_heads,
+              .head_dim = c.head_dim,
+              .rotary_dim = c.rope_dim,
+              .attention_scale = rope.attention_scale,
               .interleaved = c.rope_interleaved};
   be.rope(ra);
   ra.x = k;
   ra.heads = 1;
   be.rope(ra);
   // One key row per token: the KV write with a single head and no V.
-  be.kv_write({.k = k, .v = k, .slots = step.slots, .k_cache = index_cache, .v_cache = index_cache, .tokens = T,
-               .kv_heads = 1, .head_dim = c.head_dim, .v_head_dim = 0});
+  be.kv_write({.k = k,
+               .v = k,
+               .slots = step.slots,
+               .k_cache = index_cache,
+               .v_cache = index_cache,
+               .tokens = T,
+               .kv_heads = 1,
+               .head_dim = c.head_dim,
+               .v_head_dim = 0});
   be.linear(x, w.weights_proj, nullptr, weights, T, c.n_heads, c.hidden);
-  be.indexer_topk({.q = q, .head_weights = weights, .k_cache = index_cache, .block_tables = step.block_tables,
-                   .token_seq = step.token_seq, .positions = step.positions, .key_positions = selected, .tokens = T,
-                   .n_heads = c.n_heads, .head_dim = c.head_dim, .top_k = c.top_k, .block_size = step.block_size,
-                   .max_blocks = step.max_blocks, .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+  be.indexer_topk({.q = q,
+                   .head_weights = weights,
+                   .k_cache = index_cache,
+                   .block_tables = step.block_tables,
+                   .token_seq = step.token_seq,
+                   .positions = step.positions,
+                   .key_positions = selected,
+                   .tokens = T,
+                   .n_heads = c.n_heads,
+                   .head_dim = c.head_dim,
+                   .top_k = c.top_k,
+                   .block_size = step.block_size,
+                   .max_blocks = step.max_blocks,
+                   .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
                    .weight_scale = 1.0f / std::sqrt(static_cast<float>(c.n_heads))});
   return selected;
 }

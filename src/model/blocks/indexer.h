@@ -14,11 +14,11 @@ namespace sy {
 
 struct IndexerConfig {
   int64_t hidden = 0;
-  int64_t q_lora_rank = 0;    // the indexer's queries come from MLA's normalised q_a_proj output
-  int64_t n_heads = 0;        // index_n_heads
-  int64_t head_dim = 0;       // index_head_dim; its first rope_dim dims rotate
-  int64_t rope_dim = 0;       // qk_rope_head_dim
-  int64_t top_k = 0;          // index_topk
+  int64_t q_lora_rank = 0;        // the indexer's queries come from MLA's normalised q_a_proj output
+  int64_t n_heads = 0;            // index_n_heads
+  int64_t head_dim = 0;           // index_head_dim; its first rope_dim dims rotate
+  int64_t rope_dim = 0;           // qk_rope_head_dim
+  int64_t top_k = 0;              // index_topk
   bool rope_interleaved = false;  // GLM-5: adjacent pairs; DeepSeek-V3.2: rotate-half
   // GLM-5 "shared" layers reuse the selection of the previous full layer in the same step: no weights of
   // their own, and no indexer keys written.

@@ -12,13 +12,23 @@ enum ScratchId : int { kQa = 300, kQ, kKv, kQLatent, kOutLatent, kOutHeads };
 
 MlaConfig mla_config(const ModelDesc& d, int64_t layer) {
   const AttentionDesc& a = d.attn;
-  MlaConfig c{.hidden = d.hidden, .n_heads = a.n_heads, .q_lora_rank = a.q_lora_rank, .kv_lora_rank = a.kv_lora_rank,
-              .qk_nope_head_dim = a.qk_nope_head_dim, .qk_rope_head_dim = a.qk_rope_head_dim,
-              .v_head_dim = a.v_head_dim, .rope_interleaved = a.rope_interleaved, .attention_bias = a.qkv_bias,
+  MlaConfig c{.hidden = d.hidden,
+              .n_heads = a.n_heads,
+              .q_lora_rank = a.q_lora_rank,
+              .kv_lora_rank = a.kv_lora_rank,
+              .qk_nope_head_dim = a.qk_nope_head_dim,
+              .qk_rope_head_dim = a.qk_rope_head_dim,
+              .v_head_dim = a.v_head_dim,
+              .rope_interleaved = a.rope_interleaved,
+              .attention_bias = a.qkv_bias,
               .softmax_scale = static_cast<float>(a.softmax_scale)};
   if (d.has_indexer()) {
-    c.indexer = IndexerConfig{.hidden = d.hidden, .q_lora_rank = a.q_lora_rank, .n_heads = a.index_n_heads,
-                              .head_dim = a.index_head_dim, .rope_dim = a.qk_rope_head_dim, .top_k = a.index_topk,
+    c.indexer = IndexerConfig{.hidden = d.hidden,
+                              .q_lora_rank = a.q_lora_rank,
+                              .n_heads = a.index_n_heads,
+                              .head_dim = a.index_head_dim,
+                              .rope_dim = a.qk_rope_head_dim,
+                              .top_k = a.index_topk,
                               .rope_interleaved = a.index_rope_interleaved,
                               .shared = !d.layer_own_indexer[static_cast<size_t>(layer)]};
   }
@@ -51,8 +61,8 @@ MlaWeights bind_mla(WeightLoader& loader, const std::string& prefix, const MlaCo
   if (c.attention_bias) w.kv_a_bias = loader.bind(prefix + "kv_a_proj_with_mqa.bias", {kv_a}, WeightInit::zeros);
   w.kv_a_norm = loader.bind(prefix + "kv_a_layernorm.weight", {c.kv_lora_rank}, WeightInit::ones);
   const int64_t b_rows = c.qk_nope_head_dim + c.v_head_dim;
-  w.kv_b_proj = loader.bind(prefix + "kv_b_proj.weight", {c.n_heads * b_rows, c.kv_lora_rank}, WeightInit::normal,
-                            rows(b_rows));
+  w.kv_b_proj =
+      loader.bind(prefix + "kv_b_proj.weight", {c.n_heads * b_rows, c.kv_lora_rank}, WeightInit::normal, rows(b_rows));
   w.o_proj = loader.bind(prefix + "o_proj.weight", {c.hidden, c.n_heads * c.v_head_dim}, WeightInit::normal,
                          split ? Slice{.dim = 1, .start = h0 * c.v_head_dim, .count = nh * c.v_head_dim} : Slice{});
   if (c.attention_bias) {
@@ -64,7 +74,10 @@ MlaWeights bind_mla(WeightLoader& loader, const std::string& prefix, const MlaCo
 }
 
 KvGeometry mla_kv_geometry(const MlaConfig& c, int64_t n_layers) {
-  return {.n_layers = n_layers, .kv_heads = 1, .head_dim = c.kv_lora_rank + c.qk_rope_head_dim, .v_head_dim = 0,
+  return {.n_layers = n_layers,
+          .kv_heads = 1,
+          .head_dim = c.kv_lora_rank + c.qk_rope_head_dim,
+          .v_head_dim = 0,
           .index_head_dim = c.indexer ? c.indexer->head_dim : 0};
 }
 
@@ -113,16 +126,28 @@ void mla_attention_forward(const StepContext& step, Scratch& scratch, const MlaC
   be.linear(x, w.kv_a_proj, w.kv_a_bias, kv, T, kv_row, c.hidden);
 
   // Rope on the rope slices only: each head's last r dims of q (head stride qk), the last r of each kv row.
-  RopeArgs ra{.x = q + nope, .positions = step.positions, .inv_freq = rope.inv_freq, .tokens = T, .heads = H,
-              .head_dim = qk, .rotary_dim = r, .attention_scale = rope.attention_scale,
+  RopeArgs ra{.x = q + nope,
+              .positions = step.positions,
+              .inv_freq = rope.inv_freq,
+              .tokens = T,
+              .heads = H,
+              .head_dim = qk,
+              .rotary_dim = r,
+              .attention_scale = rope.attention_scale,
               .interleaved = c.rope_interleaved};
   be.rope(ra);
   ra.x = kv + lora;
   ra.heads = 1;
   ra.head_dim = kv_row;
   be.rope(ra);
-  be.mla_kv_write({.kv = kv, .norm_weight = w.kv_a_norm, .slots = step.slots, .cache = cache, .tokens = T,
-                   .kv_lora_rank = lora, .rope_dim = r, .eps = c.latent_norm_eps});
+  be.mla_kv_write({.kv = kv,
+                   .norm_weight = w.kv_a_norm,
+                   .slots = step.slots,
+                   .cache = cache,
+                   .tokens = T,
+                   .kv_lora_rank = lora,
+                   .rope_dim = r,
+                   .eps = c.latent_norm_eps});
 
   const int32_t* selected = nullptr;
   if (c.indexer) {
@@ -133,18 +158,46 @@ void mla_attention_forward(const StepContext& step, Scratch& scratch, const MlaC
 
   // q_nope through each head's K rows of kv_b_proj ([nope, lora], read transposed) into latent space.
   float* q_latent = scratch.get<float>(kQLatent, T * H * lora);
-  be.head_linear({.x = q, .w = w.kv_b_proj, .y = q_latent, .tokens = T, .heads = H, .in = nope, .out = lora,
-                  .x_stride = qk, .y_stride = lora, .w_head_stride = b_head, .w_transposed = true});
+  be.head_linear({.x = q,
+                  .w = w.kv_b_proj,
+                  .y = q_latent,
+                  .tokens = T,
+                  .heads = H,
+                  .in = nope,
+                  .out = lora,
+                  .x_stride = qk,
+                  .y_stride = lora,
+                  .w_head_stride = b_head,
+                  .w_transposed = true});
   float* out_latent = scratch.get<float>(kOutLatent, T * H * lora);
-  be.mla_attention({.q_latent = q_latent, .q_rope = q + nope, .cache = cache, .block_tables = step.block_tables,
-                    .token_seq = step.token_seq, .positions = step.positions, .key_positions = selected,
-                    .out = out_latent, .tokens = T, .n_heads = H, .kv_lora_rank = lora, .rope_dim = r,
-                    .q_rope_stride = qk, .n_selected = c.indexer ? c.indexer->top_k : 0,
-                    .block_size = step.block_size, .max_blocks = step.max_blocks, .scale = c.softmax_scale});
+  be.mla_attention({.q_latent = q_latent,
+                    .q_rope = q + nope,
+                    .cache = cache,
+                    .block_tables = step.block_tables,
+                    .token_seq = step.token_seq,
+                    .positions = step.positions,
+                    .key_positions = selected,
+                    .out = out_latent,
+                    .tokens = T,
+                    .n_heads = H,
+                    .kv_lora_rank = lora,
+                    .rope_dim = r,
+                    .q_rope_stride = qk,
+                    .n_selected = c.indexer ? c.indexer->top_k : 0,
+                    .block_size = step.block_size,
+                    .max_blocks = step.max_blocks,
+                    .scale = c.softmax_scale});
   // Back out through each head's V rows of kv_b_proj ([v, lora]), then o_proj.
   float* heads_out = scratch.get<float>(kOutHeads, T * H * c.v_head_dim);
-  be.head_linear({.x = out_latent, .w = weight_at(be, w.kv_b_proj, nope * lora), .y = heads_out, .tokens = T,
-                  .heads = H, .in = lora, .out = c.v_head_dim, .x_stride = lora, .y_stride = c.v_head_dim,
+  be.head_linear({.x = out_latent,
+                  .w = weight_at(be, w.kv_b_proj, nope * lora),
+                  .y = heads_out,
+                  .tokens = T,
+                  .heads = H,
+                  .in = lora,
+                  .out = c.v_head_dim,
+                  .x_stride = lora,
+                  .y_stride = c.v_head_dim,
                   .w_head_stride = b_head});
   be.linear(heads_out, w.o_proj, w.o_bias, out, T, c.hidden, H * c.v_head_dim);
 }

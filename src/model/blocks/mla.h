@@ -22,30 +22,30 @@ namespace sy {
 struct MlaConfig {
   int64_t hidden = 0;
   int64_t n_heads = 0;
-  int64_t q_lora_rank = 0;      // 0: a plain q_proj (DeepSeek-V2-Lite form)
+  int64_t q_lora_rank = 0;  // 0: a plain q_proj (DeepSeek-V2-Lite form)
   int64_t kv_lora_rank = 0;
   int64_t qk_nope_head_dim = 0;
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
-  bool rope_interleaved = true;  // DeepSeek's rope_interleave: pairs (2i, 2i+1) of the rope dims
-  bool attention_bias = false;   // biases on q_a_proj, kv_a_proj_with_mqa and o_proj
-  float softmax_scale = 1.0f;    // qk_head_dim^-0.5, times mscale² under yarn with mscale_all_dim
-  float latent_norm_eps = 1e-6f; // q_a_layernorm and kv_a_layernorm
+  bool rope_interleaved = true;          // DeepSeek's rope_interleave: pairs (2i, 2i+1) of the rope dims
+  bool attention_bias = false;           // biases on q_a_proj, kv_a_proj_with_mqa and o_proj
+  float softmax_scale = 1.0f;            // qk_head_dim^-0.5, times mscale² under yarn with mscale_all_dim
+  float latent_norm_eps = 1e-6f;         // q_a_layernorm and kv_a_layernorm
   std::optional<IndexerConfig> indexer;  // DeepSeek-V3.2 / GLM-5 sparse attention
 };
 
 struct MlaWeights {
-  WeightPtr q_proj = nullptr;       // [n_heads * (nope + rope), hidden], without q_lora
-  WeightPtr q_a_proj = nullptr;     // [q_lora_rank, hidden]
-  WeightPtr q_a_bias = nullptr;     // [q_lora_rank] or null
-  WeightPtr q_a_norm = nullptr;     // [q_lora_rank]
-  WeightPtr q_b_proj = nullptr;     // [n_heads * (nope + rope), q_lora_rank]
-  WeightPtr kv_a_proj = nullptr;    // [kv_lora_rank + rope, hidden]
-  WeightPtr kv_a_bias = nullptr;    // [kv_lora_rank + rope] or null
-  WeightPtr kv_a_norm = nullptr;    // [kv_lora_rank]
-  WeightPtr kv_b_proj = nullptr;    // [n_heads, nope + v_head_dim, kv_lora_rank]: per head K rows, then V rows
-  WeightPtr o_proj = nullptr;       // [hidden, n_heads * v_head_dim]
-  WeightPtr o_bias = nullptr;       // [hidden] or null
+  WeightPtr q_proj = nullptr;     // [n_heads * (nope + rope), hidden], without q_lora
+  WeightPtr q_a_proj = nullptr;   // [q_lora_rank, hidden]
+  WeightPtr q_a_bias = nullptr;   // [q_lora_rank] or null
+  WeightPtr q_a_norm = nullptr;   // [q_lora_rank]
+  WeightPtr q_b_proj = nullptr;   // [n_heads * (nope + rope), q_lora_rank]
+  WeightPtr kv_a_proj = nullptr;  // [kv_lora_rank + rope, hidden]
+  WeightPtr kv_a_bias = nullptr;  // [kv_lora_rank + rope] or null
+  WeightPtr kv_a_norm = nullptr;  // [kv_lora_rank]
+  WeightPtr kv_b_proj = nullptr;  // [n_heads, nope + v_head_dim, kv_lora_rank]: per head K rows, then V rows
+  WeightPtr o_proj = nullptr;     // [hidden, n_heads * v_head_dim]
+  WeightPtr o_bias = nullptr;     // [hidden] or null
   IndexerWeights indexer;
 };
 

@@ -13,7 +13,7 @@ namespace sy {
 
 struct StepContext {
   Backend* backend = nullptr;
-  int64_t tokens = 0;               // T
+  int64_t tokens = 0;                     // T
   const int32_t* positions = nullptr;     // device [T]
   const int32_t* token_seq = nullptr;     // device [T]
   const int32_t* slots = nullptr;         // device [T]
