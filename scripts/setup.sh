@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make ccache pkg-config libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
           libpcre2-dev libutf8proc-dev libsimdjson-dev zlib1g-dev
-          libboost-dev libopenmpi-dev openmpi-bin python3 python3-venv)
+          libboost-dev libopenmpi-dev openmpi-bin python3 python3-venv clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

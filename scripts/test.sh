@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every CPU test: the Release build (with the MPI communicator) and its cpu
-# and mpi tiers (the mpi tier runs under mpirun on 2 to 8 ranks: collectives, the layout matrix, the
-# launch and kill tests), then the cpu tests under
+# Sets up, builds, checks the sources' format (scripts/check_format.sh) and runs every CPU test: the
+# Release build (with the MPI communicator) and its cpu and mpi tiers (the mpi tier runs under mpirun on
+# 2 to 8 ranks: collectives, the layout matrix, the launch and kill tests), then the cpu tests under
 # AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/). Where the CUDA toolkit is installed it
 # also compiles and links the CUDA backend and its tests (they run only on a GPU machine: label cuda).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh -DSY_WITH_MPI=ON
+scripts/check_format.sh
 ctest --test-dir build -L cpu --output-on-failure -j"$(nproc)"
 ctest --test-dir build -L robust --output-on-failure -j"$(nproc)"
 # One mpirun at a time: each oversubscribes the cores already.
