@@ -45,6 +45,7 @@ struct GenerateOptions {
   uint64_t seed = 0;
   std::string logits_out;
   bool random_weights = false;
+  bool check_finite = false;
   int64_t layers = 0;
   int64_t block_size = 16;
   int64_t max_batch_tokens = 512;
@@ -225,9 +226,13 @@ int generate(const GenerateOptions& o, const Prompts& prompts, const ParallelGro
   const int rank = groups != nullptr ? groups->world->rank() : 0;
   const int64_t total = total_tokens(o, prompts);
   auto backend = make_backend(device);
-  auto model = load_model(
-      {.dir = o.model, .random_weights = o.random_weights, .seed = o.seed, .max_layers = o.layers, .parallel = groups},
-      *backend);
+  auto model = load_model({.dir = o.model,
+                           .random_weights = o.random_weights,
+                           .seed = o.seed,
+                           .max_layers = o.layers,
+                           .parallel = groups,
+                           .check_finite = o.check_finite},
+                          *backend);
   EngineConfig config{.block_size = o.block_size,
                       .kv_blocks = (total + o.block_size - 1) / o.block_size + static_cast<int64_t>(prompts.ids.size()),
                       .scheduler = {.max_batch_tokens = o.max_batch_tokens, .max_seqs = 256}};
@@ -254,6 +259,12 @@ int generate(const GenerateOptions& o, const Prompts& prompts, const ParallelGro
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (rank != 0) return 0;
 
+  // A prompt the engine ended (its logits went non-finite) fails the run with that one line.
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto& r = engine.result(ids[i]);
+    if (r.finish_reason == FinishReason::error && stream) std::printf("\n");
+    SY_CHECK(r.finish_reason != FinishReason::error, "prompt {} of {}: {}", i, ids.size(), r.error);
+  }
   int64_t generated = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     const auto& r = engine.result(ids[i]);
@@ -334,6 +345,8 @@ CommandMain add_generate_command(CLI::App& app, Launch& launch) {
   cmd->add_option("--seed", o->seed, "sampling and random-weight seed");
   cmd->add_option("--logits-out", o->logits_out, "write float32 logits [positions, vocab] as .npy");
   cmd->add_flag("--random-weights", o->random_weights, "draw seeded random weights; only config.json is read");
+  cmd->add_flag("--check-finite", o->check_finite,
+                "check every layer's output for NaN/Inf (slow: a debug mode) to name the first that went non-finite");
   cmd->add_option("--layers", o->layers, "keep only the first N layers")->check(CLI::PositiveNumber);
   cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per forward pass (prefill chunk size)")

@@ -30,6 +30,7 @@ struct ServeOptions {
   std::string tokenizer;  // default: the model folder
   std::string device = "cpu";
   bool random_weights = false;
+  bool check_finite = false;
   uint64_t seed = 0;
   int64_t layers = 0;
   int64_t block_size = 16;
@@ -92,9 +93,13 @@ int serve(const ServeOptions& o, const ServeChecked& c, Communicator* world, con
           const std::string& device) {
   const int rank = world != nullptr ? world->rank() : 0;
   auto backend = make_backend(device);
-  auto model = load_model(
-      {.dir = o.model, .random_weights = o.random_weights, .seed = o.seed, .max_layers = o.layers, .parallel = groups},
-      *backend);
+  auto model = load_model({.dir = o.model,
+                           .random_weights = o.random_weights,
+                           .seed = o.seed,
+                           .max_layers = o.layers,
+                           .parallel = groups,
+                           .check_finite = o.check_finite},
+                          *backend);
   KvSizing kv = size_kv_pool({.geometry = model->info().kv,
                               .kv_dtype = backend->kv_dtype(),
                               .block_size = o.block_size,
@@ -175,6 +180,8 @@ CommandMain add_serve_command(CLI::App& app, Launch& launch) {
   cmd->add_option("--tokenizer", o->tokenizer, "folder of the tokenizer and chat template (default: --model)");
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N");
   cmd->add_flag("--random-weights", o->random_weights, "draw seeded random weights; only config.json is read");
+  cmd->add_flag("--check-finite", o->check_finite,
+                "check every layer's output for NaN/Inf (slow: a debug mode) to name the first that went non-finite");
   cmd->add_option("--seed", o->seed, "random-weight seed");
   cmd->add_option("--layers", o->layers, "keep only the first N layers")->check(CLI::PositiveNumber);
   cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));

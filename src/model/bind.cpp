@@ -99,6 +99,7 @@ std::unique_ptr<Model> build_model(const ModelDesc& d, const LoadOptions& opt, W
                .hidden_size = d.hidden,
                .max_position_embeddings = d.max_position};
   spec.norm_eps = static_cast<float>(d.norm_eps);
+  spec.check_finite = opt.check_finite;
   spec.rope = compute_rope_table(d.rope, d.attn.rotary_dim, d.max_position);
 
   const int64_t built = layers_to_build(d.n_layers, opt.max_layers, loader);

@@ -83,6 +83,12 @@ class Model {
   // Collective over every rank of the layout: each rank passes the same batch and receives the same
   // logits. Writes logits [batch.logit_rows.size(), vocab] to host memory `logits`.
   virtual void forward(const ForwardBatch& batch, const KvCacheView& kv, float* logits) = 0;
+  // With LoadOptions::check_finite, each forward checks the output of every block on this rank (embedding,
+  // each layer's attention and FFN, the LM head) and first_nonfinite() names the first that held a NaN or
+  // an infinity in the last forward ("layer 3 FFN output"; empty: all finite). Without it, nothing is
+  // checked and checks_finite() is false.
+  virtual bool checks_finite() const { return false; }
+  virtual std::string first_nonfinite() const { return ""; }
 };
 
 struct LoadOptions {
@@ -93,6 +99,9 @@ struct LoadOptions {
   // The layout this rank runs a part of (weights sharded, collectives over its groups); null: one rank.
   // Must outlive the model.
   const ParallelGroups* parallel = nullptr;
+  // A debug mode: check every block's output for NaN and infinities (a host round trip per block, and no
+  // captured steps), so that a non-finite step can be traced to the layer that produced it.
+  bool check_finite = false;
 };
 
 // Reads config.json, picks the architecture, binds every weight. Throws sy::Error on bad input.

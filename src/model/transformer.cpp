@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -61,6 +62,8 @@ class Transformer final : public Model {
   }
 
   const ModelInfo& info() const override { return spec_.info; }
+  bool checks_finite() const override { return spec_.check_finite; }
+  std::string first_nonfinite() const override { return first_nonfinite_; }
 
   void forward(const ForwardBatch& b, const KvCacheView& kv, float* logits) override {
     const auto T = static_cast<int64_t>(b.tokens.size());
@@ -85,6 +88,7 @@ class Transformer final : public Model {
     for (int32_t r : b.logit_rows) {
       SY_CHECK(r >= 0 && r < T, "logit row {} is outside the batch's {} tokens", r, T);
     }
+    first_nonfinite_.clear();
     if (plan_.single()) return forward_local(b, kv, logits);
     forward_parallel(b, kv, logits);
   }
@@ -409,6 +413,7 @@ class Transformer final : public Model {
                                 kv.v[l]);
         }
         comm_.all_reduce(tp, block_out, T * H);
+        check_finite(block_out, T * H, static_cast<int64_t>(l), "attention");
         backend_.mark(Phase::norms);
         backend_.add_rms_norm(residual, block_out, layer.post_attn_norm, normed, T, H, eps);
       }
@@ -422,6 +427,7 @@ class Transformer final : public Model {
         comm_.all_reduce(tp, block_out, T * H);
       }
       if (T == 0) continue;
+      check_finite(block_out, T * H, static_cast<int64_t>(l), "FFN");
       backend_.mark(Phase::norms);
       if (l + 1 < spec_.layers.size()) {
         backend_.add_rms_norm(residual, block_out, spec_.layers[l + 1].input_norm, normed, T, H, eps);
@@ -451,6 +457,7 @@ class Transformer final : public Model {
 
     if (plan_.first_stage()) {
       embed(dense, lb, d.tokens, residual);
+      check_finite(residual, T * H, -1, "embedding");
     } else if (T > 0) {
       comm_.recv(pp, residual, T * H, DType::f32, plan_.pp_rank - 1);
       if (has_indexer_) comm_.recv(pp, indexer_selection(scratch_, T, top_k), T * top_k, DType::i32, plan_.pp_rank - 1);
@@ -494,6 +501,7 @@ class Transformer final : public Model {
     float* block_out = scratch_.get<float>(kBlockOut, T * H);
     backend_.mark(Phase::other);
     backend_.embedding(spec_.embed, tokens, residual, T, H);
+    check_finite(residual, T * H, -1, "embedding");
     backend_.mark(Phase::norms);
     backend_.rms_norm(residual, spec_.layers[0].input_norm, normed, T, H, spec_.norm_eps);
     run_layers(step, kv, residual, normed, block_out, DenseRows{.T = T, .max_t = T});
@@ -504,9 +512,26 @@ class Transformer final : public Model {
     backend_.linear(last, spec_.lm_head, nullptr, dev_logits, R, V, H);
   }
 
-  // A step can be captured when the backend can and no MoE layer needs a host round trip at T tokens.
+  // check_finite: records the block as the first non-finite output of this forward when x [n] holds a NaN
+  // or an infinity. A host copy per block: the debug mode only.
+  // local_layer: the block's layer in this stage; -1 for the embedding.
+  void check_finite(const float* x, int64_t n, int64_t local_layer, const char* block) {
+    if (!spec_.check_finite || !first_nonfinite_.empty() || n <= 0) return;
+    check_host_.resize(static_cast<size_t>(n));
+    backend_.copy_to_host(check_host_.data(), x, check_host_.size() * sizeof(float));
+    const auto bad = std::find_if(check_host_.begin(), check_host_.end(), [](float v) { return !std::isfinite(v); });
+    if (bad == check_host_.end()) return;
+    const auto at = static_cast<int64_t>(bad - check_host_.begin());
+    const std::string where =
+        local_layer < 0 ? std::string(block) : fmt::format("layer {} {}", plan_.first_layer + local_layer, block);
+    first_nonfinite_ = fmt::format("the {} output (first at token {} of the step, value {})", where,
+                                   at / spec_.info.hidden_size, *bad);
+  }
+
+  // A step can be captured when the backend can and no MoE layer needs a host round trip at T tokens (and
+  // every block's output is not being checked on the host).
   bool capturable(int64_t T) const {
-    if (!backend_.can_capture()) return false;
+    if (!backend_.can_capture() || spec_.check_finite) return false;
     for (const DecoderLayer& l : spec_.layers) {
       if (!l.moe_config) continue;
       const MoeConfig& m = *l.moe_config;
@@ -634,6 +659,8 @@ class Transformer final : public Model {
   std::vector<float> host_vocab_;       // the dense_tp group's vocabulary shares of the logits
   std::unique_ptr<DeviceBuffer> inv_freq_;
   std::vector<int32_t> padded_tables_;
+  std::string first_nonfinite_;  // check_finite: the first block of the last forward whose output was not finite
+  std::vector<float> check_host_;
   std::vector<int32_t> indices_;  // host staging of a step's index arrays
   std::map<StepShape, int64_t> captured_;
   std::set<StepShape> seen_;

@@ -41,6 +41,7 @@ struct TransformerSpec {
   WeightPtr final_norm = nullptr;  // [hidden]
   WeightPtr lm_head = nullptr;     // [vocab_share.count (+ 1), hidden]; may equal embed (tied)
   std::vector<DecoderLayer> layers;
+  bool check_finite = false;  // LoadOptions::check_finite
 };
 
 std::unique_ptr<Model> make_transformer(TransformerSpec spec, WeightStore weights, Backend& backend,

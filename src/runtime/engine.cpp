@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "base/check.h"
+#include "base/log.h"
 
 namespace sy {
 
@@ -59,6 +61,8 @@ const char* finish_reason_name(FinishReason r) {
       return "length";
     case FinishReason::abort:
       return "abort";
+    case FinishReason::error:
+      return "error";
   }
   return "";
 }
@@ -187,6 +191,8 @@ bool Engine::step() {
     const auto [row0, n_rows] = chunk_rows[ci];
     const float* last = logits + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
     Entry& e = *entries[ci];
+    // A NaN or infinite logit is never sampled: the request ends with an error instead (below).
+    if (!std::all_of(last, last + vocab, [](float v) { return std::isfinite(v); })) continue;
     sampled[ci] = e.sampler.sample(last, vocab);
     if (e.request.logprobs >= 0)
       e.result.logprobs.push_back(token_logprobs(last, vocab, sampled[ci], e.request.logprobs));
@@ -206,6 +212,16 @@ bool Engine::step() {
     }
     if (!c.samples_next()) continue;
     const int32_t token = sampled[ci];
+    if (token < 0) {
+      const auto [row0, n_rows] = chunk_rows[ci];
+      const float* last = logits + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
+      e.result.error = nonfinite_message(last, vocab);
+      e.result.finished = true;
+      e.result.finish_reason = FinishReason::error;
+      scheduler_.finish(c.seq);
+      log_warn("request {}: {}", c.seq->id, e.result.error);
+      continue;
+    }
     e.result.output.push_back(token);
     c.seq->tokens.push_back(token);
     const bool stop =
@@ -217,6 +233,27 @@ bool Engine::step() {
     }
   }
   return true;
+}
+
+std::string Engine::nonfinite_message(const float* row, int64_t vocab) const {
+  int64_t nan = 0, inf = 0, first = -1;
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (std::isfinite(row[i])) continue;
+    if (first < 0) first = i;
+    ++(std::isnan(row[i]) ? nan : inf);
+  }
+  std::string where;
+  if (!model_.checks_finite()) {
+    where = "; run with --check-finite to find the first layer whose output is not finite";
+  } else if (const std::string first_bad = model_.first_nonfinite(); !first_bad.empty()) {
+    where = "; the first non-finite activation of the step was " + first_bad;
+  } else {
+    where = "; every block's output on this rank was finite (the LM head or another rank produced them)";
+  }
+  return fmt::format(
+      "engine step {}: the next-token logits are not finite ({} NaN and {} infinite of {}, the first at token id {}), "
+      "so no token was sampled and the request ended{}",
+      steps_ - 1, nan, inf, vocab, first, where);
 }
 
 void Engine::run(const std::function<void()>& after_step) {

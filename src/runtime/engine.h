@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -41,8 +42,9 @@ enum class FinishReason {
   stop_token,  // sampled one of the request's stop tokens (EOS, stop_token_ids)
   length,      // reached max_new_tokens
   abort,       // aborted: client gone, server stopping, or a stop string found by the caller
+  error,       // ended by the engine: its next-token logits were not finite (RequestResult::error says where)
 };
-const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort" (none: "")
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error" (none: "")
 
 struct RequestResult {
   std::vector<int32_t> output;          // generated tokens
@@ -51,6 +53,7 @@ struct RequestResult {
   bool finished = false;
   FinishReason finish_reason = FinishReason::none;
   int64_t first_step = -1;  // the engine step (0-based) in which the request was first scheduled; -1: not yet
+  std::string error;        // FinishReason::error: what went wrong, in one line
 };
 
 // KV block usage summed over every dp rank's pool.
@@ -97,6 +100,9 @@ class Engine {
   void check_integrity() const;
 
  private:
+  // Why the logit row `row` of the last step ended its request: its NaN and infinities, and where they came
+  // from when the model checks each block.
+  std::string nonfinite_message(const float* row, int64_t vocab) const;
   struct Entry;
   Entry& entry(int64_t id) const;
   Model& model_;

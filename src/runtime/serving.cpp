@@ -441,6 +441,7 @@ void ServingLoop::Impl::emit_step_tokens() {
         deliver(id, a,
                 {.request = id,
                  .finish = r.finish_reason,
+                 .error = r.error,
                  .prompt_tokens = a.prompt_tokens,
                  .output_tokens = static_cast<int64_t>(a.emitted)});
       }

@@ -34,6 +34,7 @@ struct TokenEvent {
   float logprob = 0.0f;                                 // of `token`, from the model's raw logits (log-softmax)
   std::vector<std::pair<int32_t, float>> top_logprobs;  // the k most likely, highest first, when asked
   FinishReason finish = FinishReason::none;
+  std::string error;  // FinishReason::error: the engine's one-line reason
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;  // so far, this token included
   // On the first event after the request was first scheduled: when that step began (queue time ends there).

@@ -100,6 +100,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     std::vector<TokenLogprob> logprobs;  // non-streamed: every token's
     int64_t text_offset = 0;             // completions' logprobs.text_offset of the next token
     std::string finish_reason;
+    std::string error;  // finish_reason "error": why the engine ended it
     json stop_reason;
     std::optional<Clock::time_point> first_token, last_token, scheduled;
     std::vector<double> inter_token;
@@ -144,6 +145,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     if (!d->finished) return;
     c.done = true;
     c.finish_reason = d->finish_reason;
+    c.error = d->error;
     c.stop_reason = d->stop_reason;
     record(i, now);
     if (--remaining_ == 0) finish();
@@ -151,6 +153,12 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
   void send_delta(size_t i, const ChoiceDelta& d) {
     if (d.text.empty() && d.logprobs.empty() && !d.finished) return;
+    if (!d.error.empty()) {
+      // The stream ends with an error event in place of the finishing chunk (as vLLM's server does), then
+      // [DONE]; the text sent before it stands.
+      exchange_->send_event("data: " + error_body(500, failure_message(i, d.error), {}, kFailureCode) + "\n\n");
+      return;
+    }
     Choice& c = choices_[i];
     const auto index = static_cast<int64_t>(i);
     if (spec_.kind == ApiKind::completion) {
@@ -186,6 +194,11 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
       exchange_->end_stream();
       return;
     }
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      if (choices_[i].error.empty()) continue;
+      exchange_->reply(500, error_body(500, failure_message(i, choices_[i].error), {}, kFailureCode));
+      return;
+    }
     std::vector<FinishedChoice> out;
     for (size_t i = 0; i < choices_.size(); ++i) {
       Choice& c = choices_[i];
@@ -205,6 +218,13 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     const json body = spec_.kind == ApiKind::completion ? completion_response(header_, out, total_usage())
                                                         : chat_response(header_, out, total_usage());
     exchange_->reply(200, dump(body));
+  }
+
+  // A choice the engine ended (its logits were not finite): the request fails, the server goes on.
+  static constexpr const char* kFailureCode = "non_finite_logits";
+  std::string failure_message(size_t i, const std::string& error) const {
+    return fmt::format("request {}{} failed: {}", header_.id, choices_.size() > 1 ? fmt::format(" (choice {})", i) : "",
+                       error);
   }
 
   void record(size_t i, Clock::time_point now) {

@@ -97,6 +97,10 @@ std::optional<ChoiceDelta> ChoiceStream::on_event(const TokenEvent& event) {
     case FinishReason::abort:
       d.finish_reason = "abort";
       break;
+    case FinishReason::error:
+      d.finish_reason = "error";
+      d.error = event.error;
+      break;
     case FinishReason::none:
       break;
   }

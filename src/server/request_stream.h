@@ -45,7 +45,8 @@ struct ChoiceDelta {
   std::string text;
   std::vector<TokenLogprob> logprobs;  // the event's token, when logprobs were asked for
   bool finished = false;
-  std::string finish_reason;           // "stop", "length" or "abort" once finished
+  std::string finish_reason;           // "stop", "length", "abort" or "error" once finished
+  std::string error;                   // finish_reason "error": the engine's reason
   nlohmann::ordered_json stop_reason;  // vLLM's: the stop string or stop token id that ended it; null otherwise
   bool stopped_on_string = false;      // the engine request must be aborted: the caller found the end
 };

@@ -7,8 +7,10 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 
 #include "common/fixture.h"
+#include "common/poisoned_checkpoint.h"
 #include "common/run_switchyard.h"
 
 namespace sy {
@@ -89,6 +91,24 @@ TEST(Generate, BadInputGivesOneLineAndExitCode2) {
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
     EXPECT_EQ(error_lines(r.out), 1) << args << "\n" << r.out;
   }
+}
+
+// A NaN in the weights never prints token 0 forever with exit 0: the prompt whose logits went non-finite
+// fails the run with one line naming the step, and --check-finite names the block that went non-finite.
+TEST(Generate, NonFiniteLogitsAreAnErrorNotAToken) {
+  const fs::path dir = fs::temp_directory_path() / "sy_generate_nan";
+  test::write_poisoned_copy(test::fixtures_dir() / "qwen3_moe_base", dir, "model.layers.2.mlp.gate.weight", -1,
+                            std::numeric_limits<float>::quiet_NaN());
+  const std::string base = "generate --model " + dir.string() + " --prompt-ids 17,254,3,99,120 --max-tokens 4";
+  const RunResult plain = run(base);
+  EXPECT_EQ(plain.code, 2) << plain.out;
+  EXPECT_EQ(error_lines(plain.out), 1) << plain.out;
+  EXPECT_NE(plain.out.find("prompt 0 of 1: engine step 0: the next-token logits are not finite"), std::string::npos)
+      << plain.out;
+  const RunResult traced = run(base + " --check-finite");
+  EXPECT_EQ(traced.code, 2) << traced.out;
+  EXPECT_NE(traced.out.find("was the layer 2 FFN output"), std::string::npos) << traced.out;
+  fs::remove_all(dir);
 }
 
 TEST(Generate, RandomWeightsNeedOnlyAConfigAndLayersCutsTheModel) {

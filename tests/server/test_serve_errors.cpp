@@ -3,10 +3,13 @@
 // a good one.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common/fixture.h"
+#include "common/poisoned_checkpoint.h"
 #include "server/server_process.h"
 
 namespace sy::test {
@@ -225,6 +228,38 @@ TEST(ServeErrors, FullQueueIs503) {
   EXPECT_GE(refused, 1u);
   EXPECT_GE(ok, 1u);  // the queued one is served once the slot frees
   std::printf("burst of %zu with 1 slot + 1 queue place: %zu served, %zu refused with 503\n", kBurst, ok, refused);
+}
+
+// A checkpoint whose embedding row of token 77 is NaN: a request that reads it fails with a 500 (a final
+// error event when streamed), the server says why, and requests without it are served as before.
+TEST(ServeErrors, NonFiniteLogitsFailTheRequestAndTheServerGoesOn) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "sy_serve_nan";
+  write_poisoned_copy(fixtures_dir() / "qwen3_moe_base", dir, "model.embed_tokens.weight", 77,
+                      std::numeric_limits<float>::quiet_NaN());
+  ServerProcess server("--model " + dir.string() + " --tokenizer " + SY_SOURCE_DIR +
+                       "/../shared/data/tokenizers/qwen3");
+  const std::string poisoned = R"({"prompt": [17, 77, 3], "max_tokens": 4, "ignore_eos": true)";
+  const HttpResponse failed = post(server.port(), "/v1/completions", poisoned + "}");
+  ASSERT_EQ(failed.status, 500) << failed.body;
+  const json error = json::parse(failed.body)["error"];
+  EXPECT_EQ(error["code"], "non_finite_logits") << failed.body;
+  EXPECT_NE(error["message"].get<std::string>().find("the next-token logits are not finite"), std::string::npos)
+      << failed.body;
+
+  const HttpResponse streamed = post(server.port(), "/v1/completions", poisoned + R"(, "stream": true})");
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const std::vector<std::string> events = sse_events(streamed.body);
+  ASSERT_GE(events.size(), 2u) << streamed.body;
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(json::parse(events[events.size() - 2])["error"]["code"], "non_finite_logits") << streamed.body;
+
+  for (int i = 0; i < 2; ++i) {
+    const HttpResponse ok =
+        post(server.port(), "/v1/completions", R"({"prompt": [17, 254, 3], "max_tokens": 4, "ignore_eos": true})");
+    ASSERT_EQ(ok.status, 200) << ok.body;
+    EXPECT_EQ(json::parse(ok.body)["usage"]["completion_tokens"], 4) << ok.body;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
