@@ -127,7 +127,8 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
 
 // One warp per token: softmax over the experts (lanes stride over them), then top_k rounds of a warp
 // argmax (highest first, lower id on ties, as the CPU kernel does), each winner removed from the next
-// round.
+// round. A NaN logit ranks lowest (as -FLT_MAX) so that every id written is a real expert whatever the
+// input: non-finite activations are caught at the logits (the engine), never turned into a wild index.
 constexpr int kMaxExpertsPerLane = 16;  // up to 512 experts
 
 __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* weights, int64_t tokens,
@@ -143,7 +144,7 @@ __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* we
 #pragma unroll
   for (int i = 0; i < kMaxExpertsPerLane; ++i) {
     const int64_t e = lane + 32 * i;
-    v[i] = e < n_experts ? row[e] : -FLT_MAX;
+    v[i] = e < n_experts ? (isnan(row[e]) ? -FLT_MAX : row[e]) : -FLT_MAX;
     m = fmaxf(m, v[i]);
   }
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
@@ -155,7 +156,7 @@ __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* we
   for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   float chosen_sum = 0.0f;
   for (int64_t k = 0; k < top_k; ++k) {
-    float best = -FLT_MAX;
+    float best = -INFINITY;  // below every value left, so that some expert always wins
     int best_e = INT_MAX;
 #pragma unroll
     for (int i = 0; i < kMaxExpertsPerLane; ++i) {
@@ -181,7 +182,7 @@ __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* we
     chosen_sum += pr;
 #pragma unroll
     for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-      if (lane + 32 * i == best_e) v[i] = -FLT_MAX;  // taken
+      if (lane + 32 * i == best_e) v[i] = -INFINITY;  // taken: below every value not taken
     }
   }
   if (renormalize && lane == 0) {

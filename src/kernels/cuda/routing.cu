@@ -12,6 +12,11 @@ constexpr int kMaxGroups = 64;
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// A selection score as the picks below compare it: NaN ranks lowest and infinities are clamped, so that the
+// (value, id) order is total and every pick finds an entry (an id in range whatever the input; a
+// non-finite activation is caught at the logits by the engine).
+__device__ __forceinline__ float ordered(float x) { return isnan(x) ? -FLT_MAX : fminf(fmaxf(x, -FLT_MAX), FLT_MAX); }
+
 // One thread per token. Selections are repeated passes that take the best entry strictly after the
 // previous pick in (value descending, id ascending) order, as the CPU kernel's stable ordering does.
 __global__ void grouped_topk_kernel(GroupedTopkArgs a) {
@@ -19,7 +24,7 @@ __global__ void grouped_topk_kernel(GroupedTopkArgs a) {
   if (t >= a.tokens) return;
   const float* logits = a.logits + t * a.n_experts;
   const int64_t per_group = a.n_experts / a.n_group;
-  const auto choice = [&](int64_t e) { return sigmoid(logits[e]) + (a.score_bias ? a.score_bias[e] : 0.0f); };
+  const auto choice = [&](int64_t e) { return ordered(sigmoid(logits[e]) + (a.score_bias ? a.score_bias[e] : 0.0f)); };
   float group_score[kMaxGroups];
   for (int64_t g = 0; g < a.n_group; ++g) {
     float best = -FLT_MAX, second = -FLT_MAX;
@@ -32,7 +37,7 @@ __global__ void grouped_topk_kernel(GroupedTopkArgs a) {
         second = c;
       }
     }
-    group_score[g] = per_group > 1 ? best + second : best;
+    group_score[g] = ordered(per_group > 1 ? best + second : best);
   }
   uint64_t kept = 0;
   float prev = FLT_MAX;
@@ -64,7 +69,7 @@ __global__ void grouped_topk_kernel(GroupedTopkArgs a) {
       }
     }
     a.expert_ids[t * a.top_k + k] = static_cast<int32_t>(best);
-    const float w = sigmoid(logits[best]);
+    const float w = sigmoid(logits[best]);  // best >= 0: ordered() makes every kept expert a candidate
     a.weights[t * a.top_k + k] = w;
     sum += w;
     prev = best_v;
