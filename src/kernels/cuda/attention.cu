@@ -128,7 +128,8 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
 // One warp per token: softmax over the experts (lanes stride over them), then top_k rounds of a warp
 // argmax (highest first, lower id on ties, as the CPU kernel does), each winner removed from the next
 // round. A NaN logit ranks lowest (as -FLT_MAX) so that every id written is a real expert whatever the
-// input: non-finite activations are caught at the logits (the engine), never turned into a wild index.
+// input, and makes every weight of its token NaN, as the CPU kernel's softmax does: the NaN reaches the
+// logits, where the engine ends the request, instead of a wild index or a silently finite routing.
 constexpr int kMaxExpertsPerLane = 16;  // up to 512 experts
 
 __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* weights, int64_t tokens,
@@ -141,12 +142,16 @@ __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* we
   const float* row = logits + t * n_experts;
   float v[kMaxExpertsPerLane];
   float m = -FLT_MAX;
+  bool nan_seen = false;
 #pragma unroll
   for (int i = 0; i < kMaxExpertsPerLane; ++i) {
     const int64_t e = lane + 32 * i;
-    v[i] = e < n_experts ? (isnan(row[e]) ? -FLT_MAX : row[e]) : -FLT_MAX;
+    const float x = e < n_experts ? row[e] : -FLT_MAX;
+    nan_seen = nan_seen || isnan(x);
+    v[i] = isnan(x) ? -FLT_MAX : x;
     m = fmaxf(m, v[i]);
   }
+  const bool nan_row = __any_sync(0xffffffffu, nan_seen);
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   float sum = 0.0f;
 #pragma unroll
@@ -174,7 +179,7 @@ __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* we
         best_e = oe;
       }
     }
-    const float pr = expf(best - m) / sum;
+    const float pr = nan_row ? __int_as_float(0x7fc00000) : expf(best - m) / sum;
     if (lane == 0) {
       ids[t * top_k + k] = best_e;
       weights[t * top_k + k] = pr;

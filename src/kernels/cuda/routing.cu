@@ -13,8 +13,8 @@ constexpr int kMaxGroups = 64;
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 // A selection score as the picks below compare it: NaN ranks lowest and infinities are clamped, so that the
-// (value, id) order is total and every pick finds an entry (an id in range whatever the input; a
-// non-finite activation is caught at the logits by the engine).
+// (value, id) order is total and every pick finds an entry (an id in range whatever the input). A token with
+// a NaN logit gets NaN weights, so that the NaN reaches the logits, where the engine ends the request.
 __device__ __forceinline__ float ordered(float x) { return isnan(x) ? -FLT_MAX : fminf(fmaxf(x, -FLT_MAX), FLT_MAX); }
 
 // One thread per token. Selections are repeated passes that take the best entry strictly after the
@@ -75,9 +75,13 @@ __global__ void grouped_topk_kernel(GroupedTopkArgs a) {
     prev = best_v;
     prev_id = best;
   }
+  bool nan_row = false;
+  for (int64_t e = 0; e < a.n_experts; ++e) nan_row = nan_row || isnan(logits[e]);
   const float denominator = a.renormalize ? sum + 1e-20f : 1.0f;
-  for (int64_t k = 0; k < a.top_k; ++k)
-    a.weights[t * a.top_k + k] = a.weights[t * a.top_k + k] / denominator * a.scaling;
+  for (int64_t k = 0; k < a.top_k; ++k) {
+    a.weights[t * a.top_k + k] =
+        nan_row ? __int_as_float(0x7fc00000) : a.weights[t * a.top_k + k] / denominator * a.scaling;
+  }
 }
 
 __global__ void add_kernel(float* y, const float* x, int64_t n) {
