@@ -4,20 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ make ccache pkg-config libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
-          libpcre2-dev libutf8proc-dev libsimdjson-dev zlib1g-dev
-          libboost-dev libopenmpi-dev openmpi-bin python3 python3-venv clang-format)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo=sudo
-  echo "installing: ${missing[*]}"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+source scripts/install_packages.sh
+install_packages cmake g++ make ccache pkg-config libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libfmt-dev \
+  libgtest-dev libpcre2-dev libutf8proc-dev libsimdjson-dev zlib1g-dev libboost-dev libopenmpi-dev openmpi-bin \
+  python3 python3-venv clang-format
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 cmake --build build -j"$(nproc)"
