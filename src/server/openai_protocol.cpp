@@ -7,6 +7,9 @@
 #include <cmath>
 #include <limits>
 
+#include "base/check.h"
+#include "base/input.h"
+
 namespace sy::server {
 
 using json = nlohmann::ordered_json;
@@ -236,11 +239,16 @@ void parse_chat_fields(const json& body, ChatRequest& r) {
 }  // namespace
 
 json parse_body(const std::string& body) {
+  try {
+    check_json_depth(body, "the request body");  // before the parser and any message that prints a value
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());
+  }
   json parsed;
   try {
     parsed = json::parse(body);
-  } catch (const json::parse_error& e) {
-    throw ApiError(400, fmt::format("the request body is not valid JSON ({})", e.what()));
+  } catch (const json::exception& e) {  // a syntax error, or a number beyond double's range (out_of_range)
+    throw ApiError(400, fmt::format("the request body is not valid JSON ({})", cut_for_message(e.what())));
   }
   check_object(parsed);
   return parsed;

@@ -108,6 +108,11 @@ TEST(OpenAiProtocol, BadFieldsAre400NamingTheField) {
   EXPECT_EQ(status_of([] { parse_completion_request(json::parse("{}")); }), 400);
   EXPECT_EQ(status_of([] { parse_body("{not json"); }), 400);
   EXPECT_EQ(status_of([] { parse_body("[1, 2]"); }), 400);
+  // Found by fuzz_openai_request: a number beyond double's range was nlohmann's out_of_range, a 500.
+  EXPECT_EQ(status_of([] { parse_body(R"({"prompt": "x", "max_tokens": 8e888888})"); }), 400);
+  // Nesting is bounded before the parser runs (and before an error message could print the value).
+  EXPECT_EQ(status_of([] { parse_body(R"({"prompt": )" + std::string(100000, '[') + std::string(100000, ']') + "}"); }),
+            400);
 }
 
 TEST(OpenAiProtocol, ChatRequest) {
