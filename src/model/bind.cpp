@@ -117,7 +117,6 @@ std::unique_ptr<Model> build_model(const ModelDesc& d, const LoadOptions& opt, W
   const MoeConfig moe = moe_config(d);
   const TensorNames& n = d.names;
   const MlpNames experts{.gate = n.expert_gate, .up = n.expert_up, .down = n.expert_down};
-  const MlpNames dense{.gate = "gate_proj.weight", .up = "up_proj.weight", .down = "down_proj.weight"};
   const LayerRange stage = stage_layers(loader);
   for (int64_t i = stage.begin; i < stage.end; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -137,7 +136,7 @@ std::unique_ptr<Model> build_model(const ModelDesc& d, const LoadOptions& opt, W
         layer.moe = bind_moe(loader, p + n.moe_block, experts, moe);
         break;
       case FfnKind::dense:
-        layer.mlp = bind_dense_mlp(loader, p + "mlp.", dense, d.hidden, d.dense_inter);
+        layer.mlp = bind_dense_mlp(loader, p + "mlp.", kProjMlpNames, d.hidden, d.dense_inter);
         break;
     }
     spec.layers.push_back(std::move(layer));

@@ -180,6 +180,11 @@ bool Engine::step() {
   // Next tokens of every sequence that samples, in parallel: each has its own sampler (seeded, with its own
   // generator and scratch), so the result does not depend on the threads.
   std::vector<int32_t> sampled(chunks.size(), -1);
+  // The logit row a sampling chunk samples from: its last one.
+  const auto sampled_row = [&](size_t ci) {
+    const auto [row0, n_rows] = chunk_rows[ci];
+    return logits + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
+  };
   const auto t0 = std::chrono::steady_clock::now();
   int64_t sampling = 0;
   for (const ScheduledChunk& c : chunks) sampling += c.samples_next() ? 1 : 0;
@@ -188,8 +193,7 @@ bool Engine::step() {
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const ScheduledChunk& c = chunks[ci];
     if (!c.samples_next()) continue;
-    const auto [row0, n_rows] = chunk_rows[ci];
-    const float* last = logits + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
+    const float* last = sampled_row(ci);
     Entry& e = *entries[ci];
     // A NaN or infinite logit is never sampled: the request ends with an error instead (below).
     if (!std::all_of(last, last + vocab, [](float v) { return std::isfinite(v); })) continue;
@@ -213,9 +217,7 @@ bool Engine::step() {
     if (!c.samples_next()) continue;
     const int32_t token = sampled[ci];
     if (token < 0) {
-      const auto [row0, n_rows] = chunk_rows[ci];
-      const float* last = logits + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
-      e.result.error = nonfinite_message(last, vocab);
+      e.result.error = nonfinite_message(sampled_row(ci), vocab);
       e.result.finished = true;
       e.result.finish_reason = FinishReason::error;
       scheduler_.finish(c.seq);

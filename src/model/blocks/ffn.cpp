@@ -99,8 +99,7 @@ MoeWeights bind_moe(WeightLoader& loader, const std::string& prefix, const MlpNa
   w.gate_up = gate_up;
   w.down = down;
   if (c.shared_inter > 0) {
-    const MlpNames shared{.gate = "gate_proj.weight", .up = "up_proj.weight", .down = "down_proj.weight"};
-    w.shared = bind_dense_mlp(loader, prefix + "shared_experts.", shared, c.hidden, c.shared_inter);
+    w.shared = bind_dense_mlp(loader, prefix + "shared_experts.", kProjMlpNames, c.hidden, c.shared_inter);
   }
   return w;
 }

@@ -18,6 +18,8 @@ struct MlpNames {
   std::string up;
   std::string down;
 };
+// The names of dense MLPs and shared experts in every family here.
+inline const MlpNames kProjMlpNames{.gate = "gate_proj.weight", .up = "up_proj.weight", .down = "down_proj.weight"};
 
 struct DenseMlpWeights {
   WeightPtr gate_up = nullptr;  // [2 * inter, hidden]
