@@ -75,21 +75,6 @@ std::string level_path(const std::string& path, int64_t level, bool sweep) {
   return (p.parent_path() / (p.stem().string() + tag + p.extension().string())).string();
 }
 
-// The model the server names first in /v1/models, and its max_model_len when it gives one.
-std::pair<std::string, int64_t> served_model(bench::HttpSession& session) {
-  const bench::HttpReply r = session.get("/v1/models");
-  SY_CHECK(r.status == 200, "GET {}/v1/models answered {}: {}; name the model with --model", session.url().str(),
-           r.status, r.body.substr(0, 200));
-  const json j = json::parse(r.body, nullptr, false);
-  SY_CHECK(!j.is_discarded() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
-               j["data"][0].contains("id") && j["data"][0]["id"].is_string(),
-           "GET {}/v1/models: no model in {}; name it with --model", session.url().str(), r.body.substr(0, 200));
-  const json& m = j["data"][0];
-  const int64_t max_len =
-      m.contains("max_model_len") && m["max_model_len"].is_number_integer() ? m["max_model_len"].get<int64_t>() : 0;
-  return {m["id"].get<std::string>(), max_len};
-}
-
 // The script next to the working directory (a checkout) or next to the binary's build folder.
 std::string find_plot_script() {
   std::error_code ec;
@@ -142,7 +127,8 @@ int run_bench_serve(const BenchServeOptions& o) {
 
   bench::HttpSession server(url, api_key);
   // With --model the server's list is not needed (transformers serve lists only models of the Hub cache).
-  auto [served, max_model_len] = o.model.empty() ? served_model(server) : std::pair<std::string, int64_t>{o.model, 0};
+  auto [served, max_model_len] =
+      o.model.empty() ? bench::served_model(server) : std::pair<std::string, int64_t>{o.model, 0};
   request.model = served;
 
   // The prompts: enough for the largest level, each level taking the first ones.

@@ -38,6 +38,8 @@ CommandMain add_bench_comm_command(CLI::App& bench_cmd, Launch& launch);
 CommandMain add_bench_tokenize_command(CLI::App& bench_cmd);
 // bench serve: an HTTP load generator against any OpenAI-compatible server (links no engine code).
 CommandMain add_bench_serve_command(CLI::App& bench_cmd);
+// bench soak: a server under faults (client disconnects, malformed requests) with its memory watched.
+CommandMain add_bench_soak_command(CLI::App& bench_cmd);
 
 // The layout flags (--tp --dp --pp --ep --etp --edp --dense-tp --pp-layers) and the GPUs at hand
 // (--gpus --nodes --machine), shared by plan, generate and bench latency; defined in plan.cpp.

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   const sy::CommandMain bench_comm = sy::add_bench_comm_command(*bench, launch);
   const sy::CommandMain bench_tokenize = sy::add_bench_tokenize_command(*bench);
   const sy::CommandMain bench_serve = sy::add_bench_serve_command(*bench);
+  const sy::CommandMain bench_soak = sy::add_bench_soak_command(*bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
     if (bench->got_subcommand("comm")) return bench_comm();
     if (bench->got_subcommand("tokenize")) return bench_tokenize();
     if (bench->got_subcommand("serve")) return bench_serve();
+    if (bench->got_subcommand("soak")) return bench_soak();
   } catch (const sy::Error& e) {
     return launch.fail(e.what(), false);
   } catch (const std::exception& e) {

@@ -19,7 +19,10 @@ class Error : public std::runtime_error {
   std::string where_;
 };
 
-[[noreturn]] void throw_error(std::string message, std::source_location loc = std::source_location::current());
+// The message is taken by reference, not by value: with a by-value std::string, clang 15 and 16 at -O1
+// and above built code that freed another object's string (LLVM's stack colouring, by every sign; gone
+// with -mllvm -no-stack-coloring): docs/fuzzing.md, "Fixed: clang 15 and 16 miscompile throw_error calls".
+[[noreturn]] void throw_error(std::string&& message, std::source_location loc = std::source_location::current());
 
 }  // namespace sy
 

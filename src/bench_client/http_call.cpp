@@ -87,4 +87,18 @@ nlohmann::json HttpSession::post_json(const std::string& target, const nlohmann:
   return j;
 }
 
+std::pair<std::string, int64_t> served_model(HttpSession& session) {
+  const HttpReply r = session.get("/v1/models");
+  SY_CHECK(r.status == 200, "GET {}/v1/models answered {}: {}; name the model with --model", session.url().str(),
+           r.status, r.body.substr(0, 200));
+  const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
+  SY_CHECK(!j.is_discarded() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
+               j["data"][0].contains("id") && j["data"][0]["id"].is_string(),
+           "GET {}/v1/models: no model in {}; name it with --model", session.url().str(), r.body.substr(0, 200));
+  const nlohmann::json& m = j["data"][0];
+  const int64_t max_len =
+      m.contains("max_model_len") && m["max_model_len"].is_number_integer() ? m["max_model_len"].get<int64_t>() : 0;
+  return {m["id"].get<std::string>(), max_len};
+}
+
 }  // namespace sy::bench

@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 namespace sy::bench {
 
@@ -47,5 +48,9 @@ class HttpSession {
   std::string api_key_;
   std::unique_ptr<Conn> conn_;
 };
+
+// The model the server names first in /v1/models, and its max_model_len when it gives one (else 0);
+// sy::Error saying to name it with --model when there is none.
+std::pair<std::string, int64_t> served_model(HttpSession& session);
 
 }  // namespace sy::bench

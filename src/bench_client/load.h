@@ -31,12 +31,13 @@ std::string make_request_body(Backend backend, const PromptRow& row, const Reque
 
 struct RequestOutcome {
   bool success = false;
-  double ttft_s = 0.0;        // request start (connect included when a new connection was needed) to first token
-  double latency_s = 0.0;     // request start to the end of the stream
-  std::vector<double> itl_s;  // between consecutive chunks that carried text
-  int64_t output_tokens = 0;  // usage.completion_tokens when the server sent it, else the chunks with text
-  int64_t chunks = 0;         // chunks that carried text
-  std::string error;          // why it failed: HTTP status and body, a closed connection, an error event
+  double ttft_s = 0.0;         // request start (connect included when a new connection was needed) to first token
+  double latency_s = 0.0;      // request start to the end of the stream
+  std::vector<double> itl_s;   // between consecutive chunks that carried text
+  int64_t output_tokens = 0;   // usage.completion_tokens when the server sent it, else the chunks with text
+  int64_t chunks = 0;          // chunks that carried text
+  std::string error;           // why it failed: HTTP status and body, a closed connection, an error event
+  bool cut_by_client = false;  // the client closed the stream on purpose (a soak's disconnect), not a failure
 };
 
 struct LoadSpec {

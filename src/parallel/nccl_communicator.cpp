@@ -220,7 +220,7 @@ void NcclCommunicator::check_device_buffer(const void* data, const char* call, c
            what, data, attributes.device, device_);
 }
 
-void NcclCommunicator::fail(std::string message) {
+void NcclCommunicator::fail(std::string&& message) {
   if (comm_ != nullptr) {
     // Abort ends the communicator's work in flight without waiting for peers; its status cannot add
     // anything to the error being raised.

@@ -114,7 +114,7 @@ class NcclCommunicator final : public Communicator {
   void check_device_buffer(const void* data, const char* call, const char* what) const;
   void check_not_capturing(const char* call) const;
   // Aborts the NCCL communicator (no waiting for peers) and throws `message`; later calls throw it too.
-  [[noreturn]] void fail(std::string message);
+  [[noreturn]] void fail(std::string&& message);  // by reference: see throw_error
 
   std::unique_ptr<Communicator> owned_bootstrap_;  // the bootstrap of a split child; null for a root
   Communicator* bootstrap_ = nullptr;              // host communicator over the same ranks, same order

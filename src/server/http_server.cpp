@@ -36,6 +36,9 @@ constexpr size_t kReadAheadLimit = 1 << 20;
 // After an error reply that closes the connection, what the client still sends is read and dropped for
 // this long, so that it sees the reply rather than a reset.
 constexpr auto kLingerTime = std::chrono::seconds(2);
+// The most bytes a connection holds unparsed: the read-ahead, or one header, chunk line or trailer (Beast
+// bounds the header by kHeaderLimit, but neither chunk lines nor trailers). Past it the request gets a 431.
+constexpr size_t kBufferLimit = kReadAheadLimit + kHeaderLimit;
 
 std::string_view sv(beast::string_view s) { return {s.data(), s.size()}; }
 
@@ -219,6 +222,9 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == http::error::header_limit) {
       return refuse(431, "the request header is too large", "RequestHeaderFieldsTooLargeError");
     }
+    if (ec == http::error::buffer_overflow) {
+      return refuse(431, "a chunk line or the trailer of the request is too large", "RequestHeaderFieldsTooLargeError");
+    }
     if (ec.category() == error_code(http::error::end_of_stream).category() && ec != http::error::end_of_stream &&
         ec != http::error::partial_message) {
       return refuse(400, fmt::format("malformed HTTP request: {}", ec.message()), "BadRequestError");
@@ -340,7 +346,7 @@ class Session : public std::enable_shared_from_this<Session> {
   tcp::socket socket_;
   asio::steady_timer timer_;
   HttpServer::Impl& server_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_{kBufferLimit};
   std::optional<http::request_parser<http::string_body>> parser_;
   State state_ = State::reading;
   uint64_t exchange_ = 0;  // the request being read or answered; an HttpExchange of an older one is stale

@@ -2,8 +2,11 @@
 #include "server/metrics.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <tuple>
 
 namespace sy::server {
@@ -31,6 +34,29 @@ void header(std::string& out, const std::string& name, const char* type, const s
 
 void sample(std::string& out, const std::string& name, const std::string& labels, double v) {
   out += fmt::format("{}{{{}}} {}\n", name, labels, number(v));
+}
+
+// The gauges the Prometheus clients' process collector exports (unlabelled, as they name them): resident
+// and virtual memory from /proc/self/statm, open file descriptors from /proc/self/fd. A soak watches them
+// for leaks (switchyard bench soak).
+void process_gauges(std::string& out) {
+  std::ifstream statm("/proc/self/statm");
+  int64_t virtual_pages = 0, resident_pages = 0;
+  if (statm >> virtual_pages >> resident_pages) {
+    const auto page = static_cast<double>(sysconf(_SC_PAGESIZE));
+    header(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+    out += fmt::format("process_virtual_memory_bytes {}\n", number(static_cast<double>(virtual_pages) * page));
+    header(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+    out += fmt::format("process_resident_memory_bytes {}\n", number(static_cast<double>(resident_pages) * page));
+  }
+  std::error_code ec;
+  int64_t fds = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) ++fds;
+  if (!ec) {
+    header(out, "process_open_fds", "gauge", "Number of open file descriptors.");
+    // The directory's own descriptor, open while it was listed, is not counted.
+    out += fmt::format("process_open_fds {}\n", fds - 1);
+  }
 }
 
 }  // namespace
@@ -158,6 +184,7 @@ std::string Metrics::render(const ServingStats& s) const {
   prompt_tokens_.render(out, "switchyard:request_prompt_tokens", "Number of prefill tokens processed.", labels_);
   generation_tokens_.render(out, "switchyard:request_generation_tokens", "Number of generation tokens processed.",
                             labels_);
+  process_gauges(out);
   return out;
 }
 

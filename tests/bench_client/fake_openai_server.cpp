@@ -54,7 +54,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
                     {"data", json::array({{{"id", "fake-model"}, {"object", "model"}, {"max_model_len", 100000}}})}});
     }
     const json body = json::parse(request_.body(), nullptr, false);
-    if (body.is_discarded()) return reply(400, json{{"error", {{"message", "not JSON"}}}});
+    if (body.is_discarded() || !body.is_object())
+      return reply(400, json{{"error", {{"message", "not a JSON object"}}}});
     if (target == "/tokenize") {
       json ids = json::array();
       std::istringstream words(body.value("prompt", ""));
@@ -76,8 +77,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return reply(500, json{{"error", {{"message", "told to fail request " + std::to_string(n)}}}});
     }
     chat_ = target == "/v1/chat/completions";
-    tokens_ = body.value("max_tokens", 16);
-    usage_ = body.contains("stream_options") && body["stream_options"].value("include_usage", false);
+    // Lax on purpose (a soak must catch it): a max_tokens that is not an integer is taken as 16.
+    tokens_ =
+        body.contains("max_tokens") && body["max_tokens"].is_number_integer() ? body["max_tokens"].get<int64_t>() : 16;
+    usage_ = body.contains("stream_options") && body["stream_options"].is_object() &&
+             body["stream_options"].value("include_usage", false);
     prompt_tokens_ =
         body.contains("prompt") && body["prompt"].is_array() ? static_cast<int64_t>(body["prompt"].size()) : 0;
     cut_at_ = o.cut_every > 0 && n % o.cut_every == o.cut_every - 1 ? tokens_ / 2 : -1;

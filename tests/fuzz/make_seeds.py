@@ -91,6 +91,66 @@ def metaspace_tokenizer():
     }
 
 
+def http_requests():
+    """What a client of the HTTP transport sends (fuzz_http_server: body limit 4096, /stream streams)."""
+    def req(method, target, headers=(), body=b"", version="1.1"):
+        head = f"{method} {target} HTTP/{version}\r\n" + "".join(f"{h}\r\n" for h in headers) + "\r\n"
+        return head.encode() + body
+
+    def chunked(*parts):
+        return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+
+    body = json.dumps({"model": "m", "prompt": "Hello", "max_tokens": 4}).encode()
+    post = req("POST", "/v1/completions", ["Host: fuzz", "Content-Type: application/json",
+                                           f"Content-Length: {len(body)}"], body)
+    get = req("GET", "/health", ["Host: fuzz"])
+    stream = req("GET", "/stream", ["Host: fuzz", "Accept: text/event-stream"])
+    te = "Transfer-Encoding: chunked"
+    # Beast holds the request line and the fields each to the header limit (64 KiB), so within a 64 KiB input
+    # only an unterminated request line of that size reaches it (431).
+    line_at_limit = b"GET /" + b"a" * (65536 - 5)
+    return {
+        "post_content_length": post,
+        "get": get,
+        "pipelined_pair": get + post,
+        "pipelined_stream_get": stream + get + req("POST", "/stream", ["Content-Length: 2"], b"{}"),
+        "chunked_body": req("POST", "/v1/chat/completions", ["Host: fuzz", te], chunked(b"{\"a\":", b"1}")),
+        "chunked_ext_trailer": req("POST", "/x", [te, "Trailer: X-Sum"],
+                                   b"5;name=v\r\nhello\r\n6\r\n world\r\n0\r\nX-Sum: 1\r\n\r\n"),
+        "expect_continue": req("POST", "/x", ["Host: fuzz", "Expect: 100-continue", "Content-Length: 5"], b"hello"),
+        "expect_continue_chunked": req("POST", "/x", ["Expect: 100-continue", te], chunked(b"abc")),
+        "expect_continue_too_large": req("POST", "/x", ["Expect: 100-continue", "Content-Length: 5000"]),
+        "expect_continue_no_body": req("POST", "/x", ["Expect: 100-continue", "Content-Length: 4"]),
+        "get_stream": stream,
+        "post_stream_close": req("POST", "/stream?x=1", ["Connection: close", "Content-Length: 2"], b"{}"),
+        "body_over_limit": req("POST", "/x", ["Content-Length: 5000"], b"x" * 5000),
+        "chunked_over_limit": req("POST", "/x", [te], chunked(b"y" * 3000, b"z" * 1500)),
+        "content_length_huge": req("POST", "/x", ["Content-Length: 99999999999999999999"]),
+        "body_cut_short": req("POST", "/x", ["Content-Length: 10"], b"abc"),
+        "header_cut_short": b"GET /health HTTP/1.1\r\nHost: fu",
+        "header_8k": req("GET", "/h", ["Host: fuzz", "X-Pad: " + "p" * 8192]),
+        "request_line_at_limit": line_at_limit,
+        "bad_request_line": b"GARBAGE\r\n\r\n",
+        "bad_version": b"GET / HTTP/9.Z\r\n\r\n",
+        "bad_header": req("GET", "/", ["Host: fuzz", "No colon here"]),
+        "bad_line_ending": b"GET / HTTP/1.1\nHost: fuzz\n\n",
+        "bad_chunk_size": req("POST", "/x", [te], b"zz\r\nhello\r\n0\r\n\r\n"),
+        "length_and_chunked": req("POST", "/x", ["Content-Length: 3", te], chunked(b"abc")),
+        "two_lengths": req("POST", "/x", ["Content-Length: 3", "Content-Length: 4"], b"abcd"),
+        "obs_fold": req("GET", "/", ["X-Folded: a", " b"]),
+        "http10": req("GET", "/old", version="1.0"),
+        "http10_keep_alive": req("GET", "/a", ["Connection: keep-alive"], version="1.0") +
+        req("GET", "/b", version="1.0"),
+        "connection_close_then_more": req("GET", "/a", ["Connection: close"]) + get,
+        "keep_alive_pair": req("GET", "/a", ["Connection: keep-alive"]) + req("POST", "/b", ["Connection: keep-alive",
+                                                                                          "Content-Length: 1"], b"x"),
+        "head_options": req("HEAD", "/", ["Host: fuzz"]) + req("OPTIONS", "*"),
+        "authorization_query": req("GET", "/v1/models?limit=2", ["Authorization: Bearer sk-1"]),
+        "error_then_more": b"BAD\x01 / HTTP/1.1\r\n\r\n" + get,
+        "empty_lines": b"\r\n\r\n" + get,
+    }
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     f32 = struct.pack("<4f", 1, 2, 3, 4)
@@ -145,6 +205,9 @@ def main():
         put("fuzz_openai_request", name, route[name] + json.dumps(body).encode())
     put("fuzz_openai_request", "completions_ids", route["completions"] + json.dumps(
         {"prompt": [[1, 2, 3], [4, 5]], "max_tokens": 2}).encode())
+
+    for name, data in http_requests().items():
+        put("fuzz_http_server", name, data)
 
 
 if __name__ == "__main__":

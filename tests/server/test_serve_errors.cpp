@@ -149,6 +149,16 @@ std::vector<BadRequest> corpus() {
       {"declared body over the limit",
        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 17000000\r\n" + kKey + "\r\n{", 413},
       {"body over the limit", completion(R"({"prompt": ")" + std::string(17 << 20, 'a') + "\"}"), 413},
+      // Chunk lines and trailers, which Beast's header limit does not bound: refused once a connection holds
+      // more than its buffer limit, not buffered until the read timeout (found by reading the fuzz harness).
+      {"endless chunk extension",
+       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n" + kKey + "\r\n5;" +
+           std::string(3 << 20, 'a'),
+       431},
+      {"endless trailer",
+       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n" + kKey +
+           "\r\n0\r\nX-T: " + std::string(3 << 20, 'a'),
+       431},
   };
   return c;
 }
