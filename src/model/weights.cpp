@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "base/input.h"
+#include "base/int_math.h"
 #include "base/log.h"
 
 namespace sy {
@@ -147,6 +148,7 @@ void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, 
   const TensorInfo* t = check_tensor(name, shape);
   const size_t esize = dtype_size(t->dtype);
   store_.checkpoint_bytes += n * esize;
+  if (t->dtype == DType::f8_e4m3) return fill_fp8(*t, dst, target, slice);
   if (store_.checks_only) return;
   show_progress(n * esize);
   const auto* src = t->data;
@@ -180,11 +182,86 @@ const TensorInfo* WeightLoader::check_tensor(const std::string& name, const Shap
            checkpoint_->dir().string(), name, shape.str());
   SY_CHECK(t->shape == shape, "{}: tensor '{}' has shape {} but the config implies {}", t->file, name, t->shape.str(),
            shape.str());
+  if (t->dtype == DType::f8_e4m3) {
+    check_fp8_scales(*t);
+    return t;
+  }
   SY_CHECK(t->dtype == DType::f32 || t->dtype == DType::bf16 || t->dtype == DType::f16,
-           "{}: tensor '{}' has dtype {}; "
-           "the CPU backend computes BF16, F16 and F32 weights only (FP8 checkpoints are parsed but not yet computed)",
+           "{}: tensor '{}' has dtype {}; weights are read from BF16, F16, F32 and block-scaled F8_E4M3 tensors",
            t->file, name, dtype_name(t->dtype));
   return t;
+}
+
+void WeightLoader::set_fp8_blocks(int64_t rows, int64_t cols) {
+  SY_CHECK(rows > 0 && cols > 0, "FP8 block of {}x{} (a model definition error)", rows, cols);
+  fp8_block_rows_ = rows;
+  fp8_block_cols_ = cols;
+}
+
+namespace {
+std::string scale_name(const std::string& weight) { return weight + "_scale_inv"; }
+}  // namespace
+
+const TensorInfo* WeightLoader::check_fp8_scales(const TensorInfo& t) const {
+  SY_CHECK(fp8_block_rows_ > 0,
+           "{}: tensor '{}' is F8_E4M3 but config.json has no quantization_config with quant_method \"fp8\" and "
+           "weight_block_size, so its scales cannot be read; block-scaled FP8 (DeepSeek-V3's form) is the FP8 "
+           "form switchyard reads",
+           t.file, cut_for_message(t.name));
+  SY_CHECK(t.shape.rank() == 2, "{}: F8_E4M3 tensor '{}' has shape {}; block-scaled FP8 weights are matrices", t.file,
+           cut_for_message(t.name), t.shape.str());
+  const std::string sn = scale_name(t.name);
+  const TensorInfo* s = checkpoint_->find(sn);
+  const Shape grid{ceil_div_sat(t.shape[0], fp8_block_rows_), ceil_div_sat(t.shape[1], fp8_block_cols_)};
+  SY_CHECK(s != nullptr,
+           "checkpoint {} has the F8_E4M3 weight '{}' {} but not its block scales '{}' (expected {} for blocks of "
+           "{}x{}, quantization_config.weight_block_size)",
+           checkpoint_->dir().string(), cut_for_message(t.name), t.shape.str(), cut_for_message(sn), grid.str(),
+           fp8_block_rows_, fp8_block_cols_);
+  SY_CHECK(s->shape == grid,
+           "{}: block scales '{}' have shape {}, but weight {} in blocks of {}x{} "
+           "(quantization_config.weight_block_size) needs {}",
+           s->file, cut_for_message(sn), s->shape.str(), t.shape.str(), fp8_block_rows_, fp8_block_cols_, grid.str());
+  SY_CHECK(s->dtype == DType::f32 || s->dtype == DType::bf16,
+           "{}: block scales '{}' have dtype {}; expected F32 or BF16", s->file, cut_for_message(sn),
+           dtype_name(s->dtype));
+  return s;
+}
+
+void WeightLoader::fill_fp8(const TensorInfo& t, void* dst, DType target, const Slice& slice) {
+  const TensorInfo* s = check_fp8_scales(t);
+  used_.insert(s->name);
+  const int64_t R = t.shape[0], C = t.shape[1];
+  const int64_t row0 = !slice.whole() && slice.dim == 0 ? slice.start : 0;
+  const int64_t rows = !slice.whole() && slice.dim == 0 ? slice.count : R;
+  const int64_t col0 = !slice.whole() && slice.dim == 1 ? slice.start : 0;
+  const int64_t cols = !slice.whole() && slice.dim == 1 ? slice.count : C;
+  // The scale blocks the slice touches, as the planner counts them for a rank's share.
+  const int64_t block_rows = (row0 + rows - 1) / fp8_block_rows_ - row0 / fp8_block_rows_ + 1;
+  const int64_t block_cols = (col0 + cols - 1) / fp8_block_cols_ - col0 / fp8_block_cols_ + 1;
+  store_.checkpoint_bytes += static_cast<size_t>(block_rows * block_cols) * dtype_size(s->dtype);
+  if (store_.checks_only) return;
+  show_progress(static_cast<size_t>(rows * cols));
+  dequantise_fp8(t, *s, row0, rows, col0, cols);
+  upload_staging(dst, static_cast<size_t>(rows * cols), target);
+}
+
+void WeightLoader::dequantise_fp8(const TensorInfo& t, const TensorInfo& scales, int64_t row0, int64_t rows,
+                                  int64_t col0, int64_t cols) {
+  const int64_t C = t.shape[1], grid_cols = scales.shape[1];
+  scale_staging_.resize(static_cast<size_t>(scales.shape.numel()));
+  convert_to_f32(scales.data, scales.dtype, scale_staging_.data(), scale_staging_.size());
+  staging_.resize(static_cast<size_t>(rows * cols));
+  const auto* q = reinterpret_cast<const uint8_t*>(t.data);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t r = row0 + i;
+    const float* scale_row = scale_staging_.data() + (r / fp8_block_rows_) * grid_cols;
+    float* out = staging_.data() + i * cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t c = col0 + j;
+      out[j] = f8_e4m3_to_f32(q[r * C + c]) * scale_row[c / fp8_block_cols_];
+    }
+  }
 }
 
 void WeightLoader::upload_staging(void* dst, size_t n, DType target) {

@@ -1,7 +1,8 @@
 // Binds model weights by their checkpoint names: each tensor is declared once with its shape, read
 // from the checkpoint (dtype and shape checked, converted to fp32 on the device) or drawn from a
 // seeded generator, and at the end every checkpoint tensor must have been used exactly once. Weights
-// are stored in the backend's weight dtype (fp32 on the CPU, bf16 on the GPU).
+// are stored in the backend's weight dtype (fp32 on the CPU, bf16 on the GPU). Block-scaled FP8 weights
+// (DeepSeek-V3's form) are dequantised at load with their scales.
 #pragma once
 
 #include <cstdint>
@@ -68,6 +69,10 @@ class WeightLoader {
   void* at(void* base, int64_t i) const;
   // Tensors under this name prefix are deliberately not used (e.g. layers cut by --layers).
   void skip_prefix(const std::string& prefix);
+  // The checkpoint's FP8 weights are block-scaled (quantization_config.weight_block_size [rows, cols]): an
+  // F8_E4M3 tensor X.weight [out, in] is read as float(q[i, j]) * X.weight_scale_inv[i / rows, j / cols],
+  // the scales ([ceil(out / rows), ceil(in / cols)], F32 or BF16) bound with it.
+  void set_fp8_blocks(int64_t rows, int64_t cols);
   bool has(const std::string& name) const;
   // Throws if a checkpoint tensor was neither bound nor skipped.
   void finish();
@@ -82,8 +87,15 @@ class WeightLoader {
   void fill(const std::string& name, const Shape& shape, void* dst, WeightInit init, DType target, const Slice& slice);
   void upload_staging(void* dst, size_t n, DType target);  // staging_ (fp32) → dst in `target`
   void* allocate_bytes(size_t bytes);
-  // The checkpoint's tensor `name`, which must have `shape` and a dtype this loader converts.
+  // The checkpoint's tensor `name`, which must have `shape` and a dtype this loader converts (for FP8, with
+  // a scale tensor of the block grid's shape).
   const TensorInfo* check_tensor(const std::string& name, const Shape& shape) const;
+  // The block scales of the FP8 weight `t`, checked against it.
+  const TensorInfo* check_fp8_scales(const TensorInfo& t) const;
+  void fill_fp8(const TensorInfo& t, void* dst, DType target, const Slice& slice);
+  // Rows [row0, row0 + rows) x columns [col0, col0 + cols) of the FP8 weight `t`, dequantised into staging_.
+  void dequantise_fp8(const TensorInfo& t, const TensorInfo& scales, int64_t row0, int64_t rows, int64_t col0,
+                      int64_t cols);
   const Checkpoint* checkpoint_;
   const ParallelGroups* groups_;
   ShardPlan plan_;
@@ -94,6 +106,9 @@ class WeightLoader {
   std::vector<std::string> skipped_prefixes_;
   std::vector<float> staging_;
   std::vector<uint16_t> staging16_;
+  std::vector<float> scale_staging_;
+  int64_t fp8_block_rows_ = 0;  // 0: the checkpoint has no block-scaled FP8 weights
+  int64_t fp8_block_cols_ = 0;
   // Loading progress on a terminal (rank 0, checkpoint weights): bytes read of the checkpoint's total.
   void show_progress(size_t bytes);
   bool progress_on_ = false;
