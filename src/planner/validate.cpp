@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <numeric>
+#include <vector>
 
 #include "base/check.h"
 #include "base/int_math.h"
@@ -38,6 +39,35 @@ void check_model_rules(const PlanTarget& t, const LayoutRequest& req, LayoutChec
         fmt::format("tp {} and the {} KV heads must divide one another: each rank holds kv_heads/tp heads, or "
                     "tp/kv_heads ranks share one replicated head",
                     z.tp, a.kv_heads));
+  }
+  // Block-scaled fp8: attention TP cuts the projections by heads (q/k/v rows, o columns; MLA's q_b and kv_b
+  // rows); each rank's cut must hold whole scale blocks, as the loader reads blocks whole.
+  if (s.quant.block_fp8 && z.tp > 1 && a.n_heads % z.tp == 0) {
+    const int64_t heads = a.n_heads / z.tp;
+    struct Cut {
+      const char* what;
+      int64_t per_rank;
+      int64_t block;
+    };
+    std::vector<Cut> cuts;
+    if (a.kind == AttentionKind::mla) {
+      cuts = {{"q_b_proj / q_proj rows", heads * a.head_dim, s.quant.block_rows},
+              {"kv_b_proj rows", heads * (a.qk_nope_head_dim + a.v_head_dim), s.quant.block_rows},
+              {"o_proj columns", heads * a.v_head_dim, s.quant.block_cols}};
+    } else {
+      cuts = {{"q_proj rows", heads * a.head_dim, s.quant.block_rows},
+              {"o_proj columns", heads * a.v_head_dim, s.quant.block_cols}};
+      if (a.kv_heads % z.tp == 0)
+        cuts.push_back({"k_proj / v_proj rows", a.kv_heads / z.tp * a.head_dim, s.quant.block_rows});
+    }
+    for (const Cut& cut : cuts) {
+      if (cut.per_rank % cut.block == 0) continue;
+      add(c.issues, "quant_block", {Axis::tp},
+          fmt::format("tp {} leaves {} attention heads per rank, {} {} per rank, not a multiple of the fp8 scale block "
+                      "{}: each shard must hold whole quantisation blocks",
+                      z.tp, heads, cut.per_rank, cut.what, cut.block));
+      break;
+    }
   }
   const auto check_inter = [&](const char* rule, Axis axis, int size, int64_t inter, const char* what) {
     if (size <= 0 || inter <= 0) return;

@@ -47,6 +47,18 @@ std::set<std::string> expected_rules(const ModelDesc& s, const ParallelSizes& z,
       out.insert("quant_block");
     }
   };
+  // Block-scaled fp8 under attention TP: each rank's heads of every projection hold whole scale blocks.
+  if (s.quant.block_fp8 && z.tp > 1 && s.attn.n_heads % z.tp == 0) {
+    const AttentionDesc& a = s.attn;
+    const int64_t h = a.n_heads / z.tp, br = s.quant.block_rows, bc = s.quant.block_cols;
+    bool cut = (h * a.head_dim) % br != 0 || (h * a.v_head_dim) % bc != 0;
+    if (a.kind == AttentionKind::mla) {
+      cut = cut || (h * (a.qk_nope_head_dim + a.v_head_dim)) % br != 0;
+    } else if (a.kv_heads % z.tp == 0) {
+      cut = cut || (a.kv_heads / z.tp * a.head_dim) % br != 0;
+    }
+    if (cut) out.insert("quant_block");
+  }
   if (s.moe_layer_count() > 0) inter_rule("expert_inter_divisible", s.moe.inter, z.etp);
   if (s.dense_layer_count() > 0) inter_rule("dense_inter_divisible", s.dense_inter, z.dense_tp);
   if (s.moe_layer_count() > 0 && s.moe.shared_inter > 0)
@@ -201,6 +213,15 @@ TEST_F(RuleTest, SharedAndDenseIntermediateAndQuantBlock) {
   EXPECT_NE(
       message(q, "quant_block").find("2048 / 32 = 64 expert rows per rank, not a multiple of the fp8 scale block 128"),
       std::string::npos);
+  // tp 64 leaves Kimi's 64 heads one each: 192 q rows, 1.5 blocks of 128.
+  const auto h = kimi({.tp = 64, .dp = 1, .ep = 64}, 64);
+  EXPECT_NE(message(h, "quant_block")
+                .find("tp 64 leaves 1 attention heads per rank, 192 q_b_proj / q_proj rows per rank, not a multiple "
+                      "of the fp8 scale block 128"),
+            std::string::npos)
+      << message(h, "quant_block");
+  // tp 32: two heads, 384 q rows, 3 blocks (dense_tp 8 keeps the dense and shared slices whole too).
+  EXPECT_EQ(rule_ids(kimi({.tp = 32, .dp = 2, .ep = 64, .dense_tp = 8}, 64)).count("quant_block"), 0u);
   // GLM-4.5 dense intermediate 12288 over dense_tp 5 (and vocab 151552 too).
   PlanTarget glm = target_for(planner_config("glm4_5"), "h200", 10, false);
   glm.cluster = make_cluster(glm.cluster.machine, 10, 2);
