@@ -5,6 +5,11 @@
 
 namespace sy {
 
+namespace {
+// The slots of GroupedMoe's own scratch.
+enum Slot : int { kRows, kRowWeights, kExpertIn, kGateUp, kAct, kExpertOut };
+}  // namespace
+
 void GroupedMoe::run(const MoeExpertsCall& c) {
   Backend& be = backend_;
   const int64_t T = c.tokens, K = c.top_k, TK = T * K;
@@ -26,18 +31,17 @@ void GroupedMoe::run(const MoeExpertsCall& c) {
     rows_[at] = static_cast<int32_t>(static_cast<int64_t>(i) / K);
     row_weights_[at] = weights_[i];
   }
-  int32_t* d_rows = scratch_.get<int32_t>(0, TK);
-  float* d_row_w = scratch_.get<float>(1, TK);
+  int32_t* d_rows = scratch_.get<int32_t>(kRows, TK);
+  float* d_row_w = scratch_.get<float>(kRowWeights, TK);
   be.copy_to_device(d_rows, rows_.data(), uTK * sizeof(int32_t));
   be.copy_to_device(d_row_w, row_weights_.data(), uTK * sizeof(float));
 
   int64_t max_rows = 0;
   for (size_t e = 0; e < E; ++e) max_rows = std::max(max_rows, offsets_[e + 1] - offsets_[e]);
-  const auto f = [&](int id, int64_t n) { return scratch_.get<float>(id, n); };
-  float* xe = f(2, max_rows * c.hidden);
-  float* gate_up = f(3, max_rows * 2 * c.inter);
-  float* act = f(4, max_rows * c.inter);
-  float* ye = f(5, max_rows * c.hidden);
+  float* xe = scratch_.get<float>(kExpertIn, max_rows * c.hidden);
+  float* gate_up = scratch_.get<float>(kGateUp, max_rows * 2 * c.inter);
+  float* act = scratch_.get<float>(kAct, max_rows * c.inter);
+  float* ye = scratch_.get<float>(kExpertOut, max_rows * c.hidden);
   be.zero(c.out, static_cast<size_t>(T * c.hidden) * sizeof(float));
   for (size_t e = 0; e < E; ++e) {
     const int64_t begin = offsets_[e], n = offsets_[e + 1] - begin;

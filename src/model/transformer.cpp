@@ -8,6 +8,7 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include "base/check.h"
@@ -17,8 +18,10 @@ namespace sy {
 
 namespace {
 
+// This file's buffers in the scratch the model's blocks share.
+constexpr std::string_view kArea = "transformer";
 enum ScratchId : int {
-  kIndices = 0,
+  kIndices,
   kResidual,
   kNormed,
   kBlockOut,
@@ -135,7 +138,7 @@ class Transformer final : public Model {
       indices_.insert(indices_.end(), arrays[i]->begin(), arrays[i]->end());
       indices_.resize((indices_.size() + 3) / 4 * 4);  // 16-byte aligned segments
     }
-    int32_t* dev = scratch_.get<int32_t>(kIndices, static_cast<int64_t>(indices_.size()) + 4);
+    int32_t* dev = scratch_.area(kArea).get<int32_t>(kIndices, static_cast<int64_t>(indices_.size()) + 4);
     backend_.copy_to_device(dev, indices_.data(), indices_.size() * sizeof(int32_t));
     DeviceStep d;
     d.step = StepContext{.backend = &backend_,
@@ -157,7 +160,7 @@ class Transformer final : public Model {
     const int64_t V = spec_.info.vocab_size, T = static_cast<int64_t>(b.tokens.size());
     const auto R = static_cast<int64_t>(b.logit_rows.size());
     const DeviceStep d = upload(b, kv);
-    float* dev_logits = scratch_.get<float>(kLogits, std::max<int64_t>(R, 1) * V);
+    float* dev_logits = scratch_.area(kArea).get<float>(kLogits, std::max<int64_t>(R, 1) * V);
     const auto compute = [&] { compute_step(d.step, kv, d.tokens, d.rows, R, dev_logits); };
     if (!capturable(T)) {
       compute();
@@ -280,10 +283,10 @@ class Transformer final : public Model {
   const float* dense_gather(const DenseRows& r, const float* x) {
     if (!r.gathered) return x;
     const int64_t H = spec_.info.hidden_size;
-    float* pad = scratch_.get<float>(kDensePad, r.max_t * H);
+    float* pad = scratch_.area(kArea).get<float>(kDensePad, r.max_t * H);
     backend_.zero(pad, static_cast<size_t>(r.max_t * H) * sizeof(float));
     if (r.T > 0) backend_.copy_on_device(pad, x, static_cast<size_t>(r.T * H) * sizeof(float));
-    float* all = scratch_.get<float>(kDenseAll, r.rows() * H);
+    float* all = scratch_.area(kArea).get<float>(kDenseAll, r.rows() * H);
     comm_.all_gather(*plan_.groups->dense, pad, all, r.max_t * H);
     return all;
   }
@@ -293,7 +296,7 @@ class Transformer final : public Model {
     const int64_t H = spec_.info.hidden_size;
     float* mine = y;
     if (r.gathered) {
-      mine = scratch_.get<float>(kDensePad, r.max_t * H);
+      mine = scratch_.area(kArea).get<float>(kDensePad, r.max_t * H);
       comm_.reduce_scatter(*plan_.groups->dense, y, mine, r.max_t * H);
     } else {
       comm_.all_reduce(group(&ParallelGroups::dense), y, r.T * H);
@@ -312,7 +315,7 @@ class Transformer final : public Model {
                    bool add) {
     if (r.rows() == 0) return;
     const float* in = dense_gather(r, x);
-    float* y = add || r.gathered ? scratch_.get<float>(kDenseOut, r.rows() * spec_.info.hidden_size) : out;
+    float* y = add || r.gathered ? scratch_.area(kArea).get<float>(kDenseOut, r.rows() * spec_.info.hidden_size) : out;
     StepContext s = step;
     s.tokens = r.rows();
     dense_mlp_forward(s, scratch_, w, in, y);
@@ -340,9 +343,9 @@ class Transformer final : public Model {
       const auto t = static_cast<int64_t>(all[i]);
       ids[i] = static_cast<int32_t>(t >= vs.start && t < vs.start + vs.count ? t - vs.start : vs.count);
     }
-    auto* dev_ids = scratch_.get<int32_t>(kDenseIds, r.rows());
+    auto* dev_ids = scratch_.area(kArea).get<int32_t>(kDenseIds, r.rows());
     backend_.copy_to_device(dev_ids, ids.data(), ids.size() * sizeof(int32_t));
-    float* y = scratch_.get<float>(kDenseOut, r.rows() * H);
+    float* y = scratch_.area(kArea).get<float>(kDenseOut, r.rows() * H);
     backend_.embedding(spec_.embed, dev_ids, y, r.rows(), H);
     dense_reduce(r, y, out, false);
   }
@@ -359,11 +362,11 @@ class Transformer final : public Model {
     }
     if (r.rows() == 0) return;
     backend_.mark(Phase::dense);
-    float* last = scratch_.get<float>(kLastHidden, std::max<int64_t>(R, 1) * H);
+    float* last = scratch_.area(kArea).get<float>(kLastHidden, std::max<int64_t>(R, 1) * H);
     if (R > 0) backend_.gather_rows(normed, rows, last, R, H);
     const float* in = dense_gather(r, last);
     backend_.mark(Phase::dense);
-    float* part = scratch_.get<float>(kLogits, r.rows() * chunk);
+    float* part = scratch_.area(kArea).get<float>(kLogits, r.rows() * chunk);
     if (spec_.vocab_share.count > 0)
       backend_.linear(in, spec_.lm_head, nullptr, part, r.rows(), spec_.vocab_share.count, H);
     const size_t base = logits.size();
@@ -374,7 +377,7 @@ class Transformer final : public Model {
       return;
     }
     const int64_t block = r.rows() * chunk;  // one vocabulary share of every row computed here
-    float* all = scratch_.get<float>(kVocabGather, block * n_dense);
+    float* all = scratch_.area(kArea).get<float>(kVocabGather, block * n_dense);
     comm_.all_gather(*plan_.groups->dense, part, all, block);
     host_vocab_.resize(static_cast<size_t>(block * n_dense));
     backend_.mark(Phase::other);
@@ -448,9 +451,9 @@ class Transformer final : public Model {
     const DeviceStep d = upload(lb, kv);
     const StepContext& step = d.step;
     const int64_t rows = std::max<int64_t>(T, 1);
-    float* residual = scratch_.get<float>(kResidual, rows * H);
-    float* normed = scratch_.get<float>(kNormed, rows * H);
-    float* block_out = scratch_.get<float>(kBlockOut, rows * H);
+    float* residual = scratch_.area(kArea).get<float>(kResidual, rows * H);
+    float* normed = scratch_.area(kArea).get<float>(kNormed, rows * H);
+    float* block_out = scratch_.area(kArea).get<float>(kBlockOut, rows * H);
     Communicator& pp = *plan_.groups->pp;
     const int64_t top_k = has_indexer_ ? first_indexer_top_k() : 0;
     const DenseRows dense = dense_rows(T);
@@ -496,9 +499,9 @@ class Transformer final : public Model {
   void compute_step(const StepContext& step, const KvCacheView& kv, const int32_t* tokens, const int32_t* rows,
                     int64_t R, float* dev_logits) {
     const int64_t T = step.tokens, H = spec_.info.hidden_size, V = spec_.info.vocab_size;
-    float* residual = scratch_.get<float>(kResidual, T * H);
-    float* normed = scratch_.get<float>(kNormed, T * H);
-    float* block_out = scratch_.get<float>(kBlockOut, T * H);
+    float* residual = scratch_.area(kArea).get<float>(kResidual, T * H);
+    float* normed = scratch_.area(kArea).get<float>(kNormed, T * H);
+    float* block_out = scratch_.area(kArea).get<float>(kBlockOut, T * H);
     backend_.mark(Phase::other);
     backend_.embedding(spec_.embed, tokens, residual, T, H);
     check_finite(residual, T * H, -1, "embedding");
@@ -507,7 +510,7 @@ class Transformer final : public Model {
     run_layers(step, kv, residual, normed, block_out, DenseRows{.T = T, .max_t = T});
     if (R == 0) return;
     backend_.mark(Phase::dense);
-    float* last = scratch_.get<float>(kLastHidden, R * H);
+    float* last = scratch_.area(kArea).get<float>(kLastHidden, R * H);
     backend_.gather_rows(normed, rows, last, R, H);
     backend_.linear(last, spec_.lm_head, nullptr, dev_logits, R, V, H);
   }

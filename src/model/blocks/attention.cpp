@@ -2,14 +2,17 @@
 #include "model/blocks/attention.h"
 
 #include <cmath>
+#include <string_view>
 
 #include "base/check.h"
 
 namespace sy {
 
 namespace {
-enum ScratchId : int { kQ = 100, kK, kV, kAttn };
-}
+// This file's buffers in the scratch the model's blocks share.
+constexpr std::string_view kArea = "gqa_attention";
+enum ScratchId : int { kQ, kK, kV, kAttn };
+}  // namespace
 
 GqaShard shard_gqa(const GqaAttentionConfig& c, int tp_rank, int tp) {
   SY_CHECK(c.n_heads % tp == 0 && (c.kv_heads % tp == 0 || tp % c.kv_heads == 0),
@@ -93,10 +96,10 @@ void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaA
   be.mark(Phase::attention);
   const int64_t T = step.tokens, q_dim = c.n_heads * c.head_dim, kv_dim = c.kv_heads * c.head_dim;
   // One token: q, k and v are the segments of one product over the stacked weights.
-  float* q = scratch.get<float>(kQ, T == 1 ? q_dim + 2 * kv_dim : T * q_dim);
-  float* k = T == 1 ? q + q_dim : scratch.get<float>(kK, T * kv_dim);
-  float* v = T == 1 ? k + kv_dim : scratch.get<float>(kV, T * kv_dim);
-  float* attn = scratch.get<float>(kAttn, T * q_dim);
+  float* q = scratch.area(kArea).get<float>(kQ, T == 1 ? q_dim + 2 * kv_dim : T * q_dim);
+  float* k = T == 1 ? q + q_dim : scratch.area(kArea).get<float>(kK, T * kv_dim);
+  float* v = T == 1 ? k + kv_dim : scratch.area(kArea).get<float>(kV, T * kv_dim);
+  float* attn = scratch.area(kArea).get<float>(kAttn, T * q_dim);
   if (T == 1) {
     be.linear(x, w.qkv, w.qkv_bias, q, 1, q_dim + 2 * kv_dim, c.hidden);
   } else {

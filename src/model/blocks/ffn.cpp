@@ -2,13 +2,16 @@
 #include "model/blocks/ffn.h"
 
 #include <algorithm>
+#include <string_view>
 #include <vector>
 
 namespace sy {
 
 namespace {
+// This file's buffers in the scratch the model's blocks share.
+constexpr std::string_view kArea = "ffn";
 enum ScratchId : int {
-  kGateUp = 200,
+  kGateUp,
   kAct,
   kRouterLogits,
   kExpertIds,
@@ -25,7 +28,7 @@ enum ScratchId : int {
   kOwnOut,
   kGathered
 };
-}
+}  // namespace
 
 DenseMlpWeights bind_dense_mlp(WeightLoader& loader, const std::string& prefix, const MlpNames& names, int64_t hidden,
                                int64_t inter) {
@@ -49,8 +52,8 @@ void dense_mlp_forward(const StepContext& step, Scratch& scratch, const DenseMlp
   Backend& be = *step.backend;
   be.mark(Phase::dense);
   const int64_t T = step.tokens;
-  float* gate_up = scratch.get<float>(kGateUp, T * 2 * w.inter);
-  float* act = scratch.get<float>(kAct, T * w.inter);
+  float* gate_up = scratch.area(kArea).get<float>(kGateUp, T * 2 * w.inter);
+  float* act = scratch.area(kArea).get<float>(kAct, T * w.inter);
   be.linear(x, w.gate_up, nullptr, gate_up, T, 2 * w.inter, w.hidden);
   be.silu_mul(gate_up, act, T, w.inter);
   be.linear(act, w.down, nullptr, out, T, w.hidden, w.inter);
@@ -110,7 +113,7 @@ void route(Backend& be, Scratch& scratch, const MoeConfig& c, const MoeWeights& 
            int32_t* ids, float* weights) {
   be.mark(Phase::router);
   const int64_t K = c.top_k;
-  float* logits = scratch.get<float>(kRouterLogits, std::max<int64_t>(T, 1) * c.n_experts);
+  float* logits = scratch.area(kArea).get<float>(kRouterLogits, std::max<int64_t>(T, 1) * c.n_experts);
   be.linear_f32(x, w.router, logits, T, c.n_experts, c.hidden);
   switch (c.scoring) {
     case RouterScoring::softmax:
@@ -143,8 +146,8 @@ void moe_forward(const StepContext& step, Scratch& scratch, const MoeConfig& c, 
                  float* out) {
   Backend& be = *step.backend;
   const int64_t T = step.tokens, K = c.top_k, TK = T * K;
-  int32_t* ids = scratch.get<int32_t>(kExpertIds, TK);
-  float* weights = scratch.get<float>(kExpertWeights, TK);
+  int32_t* ids = scratch.area(kArea).get<int32_t>(kExpertIds, TK);
+  float* weights = scratch.area(kArea).get<float>(kExpertWeights, TK);
   route(be, scratch, c, w, x, T, ids, weights);
   be.moe_experts({.x = x,
                   .expert_ids = ids,
@@ -158,7 +161,7 @@ void moe_forward(const StepContext& step, Scratch& scratch, const MoeConfig& c, 
                   .n_experts = w.local_experts,
                   .top_k = K});
   if (c.shared_inter > 0) {
-    float* shared = scratch.get<float>(kSharedOut, T * c.hidden);
+    float* shared = scratch.area(kArea).get<float>(kSharedOut, T * c.hidden);
     dense_mlp_forward(step, scratch, w.shared, x, shared);
     be.add(out, shared, T * c.hidden);
   }
@@ -181,8 +184,8 @@ void moe_forward_parallel(const StepContext& step, Scratch& scratch, const MoeCo
   std::vector<int32_t> ids(static_cast<size_t>(own * K));
   std::vector<float> weights(static_cast<size_t>(own * K));
   if (own > 0) {
-    int32_t* dev_ids = scratch.get<int32_t>(kExpertIds, own * K);
-    float* dev_w = scratch.get<float>(kExpertWeights, own * K);
+    int32_t* dev_ids = scratch.area(kArea).get<int32_t>(kExpertIds, own * K);
+    float* dev_w = scratch.area(kArea).get<float>(kExpertWeights, own * K);
     route(be, scratch, c, w, x + own0 * H, own, dev_ids, dev_w);
     be.copy_to_host(ids.data(), dev_ids, ids.size() * sizeof(int32_t));
     be.copy_to_host(weights.data(), dev_w, weights.size() * sizeof(float));
@@ -217,15 +220,15 @@ void moe_forward_parallel(const StepContext& step, Scratch& scratch, const MoeCo
   for (int64_t v : recv_rows) n_recv += v;
 
   // Dispatch: the expert ids, then the activations.
-  int32_t* dev_plan = scratch.get<int32_t>(kPlanIndex, std::max<int64_t>(2 * n_send, 1));
+  int32_t* dev_plan = scratch.area(kArea).get<int32_t>(kPlanIndex, std::max<int64_t>(2 * n_send, 1));
   if (n_send > 0) {
     be.copy_to_device(dev_plan, token_of.data(), token_of.size() * sizeof(int32_t));
     be.copy_to_device(dev_plan + n_send, expert_of.data(), expert_of.size() * sizeof(int32_t));
   }
-  float* send_buf = scratch.get<float>(kSendRows, std::max<int64_t>(n_send, 1) * H);
+  float* send_buf = scratch.area(kArea).get<float>(kSendRows, std::max<int64_t>(n_send, 1) * H);
   if (n_send > 0) be.gather_rows(x + own0 * H, dev_plan, send_buf, n_send, H);
-  int32_t* recv_ids = scratch.get<int32_t>(kRecvIds, std::max<int64_t>(n_recv, 1));
-  float* recv_buf = scratch.get<float>(kRecvRows, std::max<int64_t>(n_recv, 1) * H);
+  int32_t* recv_ids = scratch.area(kArea).get<int32_t>(kRecvIds, std::max<int64_t>(n_recv, 1));
+  float* recv_buf = scratch.area(kArea).get<float>(kRecvRows, std::max<int64_t>(n_recv, 1) * H);
   comm.all_to_all_v(stage, dev_plan + n_send, send_rows, recv_ids, recv_rows, DType::i32);
   std::vector<int64_t> send_elems(S), recv_elems(S);
   for (size_t r = 0; r < S; ++r) {
@@ -236,9 +239,9 @@ void moe_forward_parallel(const StepContext& step, Scratch& scratch, const MoeCo
 
   // The experts held here, each received row through its one expert with weight 1 (the routing weight is
   // applied where the token lives).
-  float* expert_out = scratch.get<float>(kExpertOut, std::max<int64_t>(n_recv, 1) * H);
+  float* expert_out = scratch.area(kArea).get<float>(kExpertOut, std::max<int64_t>(n_recv, 1) * H);
   if (n_recv > 0) {
-    float* ones = scratch.get<float>(kOnes, n_recv);
+    float* ones = scratch.area(kArea).get<float>(kOnes, n_recv);
     const std::vector<float> one(static_cast<size_t>(n_recv), 1.0f);
     be.copy_to_device(ones, one.data(), one.size() * sizeof(float));
     be.mark(Phase::experts);
@@ -255,19 +258,19 @@ void moe_forward_parallel(const StepContext& step, Scratch& scratch, const MoeCo
                     .top_k = 1});
   }
   // Combine: the results come back in send order; each adds weight · row onto its token.
-  float* returned = scratch.get<float>(kReturned, std::max<int64_t>(n_send, 1) * H);
+  float* returned = scratch.area(kArea).get<float>(kReturned, std::max<int64_t>(n_send, 1) * H);
   comm.all_to_all_v(stage, expert_out, recv_elems, returned, send_elems, DType::f32);
-  float* own_out = plan.tp > 1 ? scratch.get<float>(kOwnOut, std::max<int64_t>(chunk, 1) * H) : out;
+  float* own_out = plan.tp > 1 ? scratch.area(kArea).get<float>(kOwnOut, std::max<int64_t>(chunk, 1) * H) : out;
   be.mark(Phase::combine);
   if (own > 0) be.zero(own_out, static_cast<size_t>(own * H) * sizeof(float));
   if (n_send > 0) {
-    float* dev_w = scratch.get<float>(kExpertWeights, n_send);
+    float* dev_w = scratch.area(kArea).get<float>(kExpertWeights, n_send);
     be.copy_to_device(dev_w, weight_of.data(), weight_of.size() * sizeof(float));
     be.scatter_add_rows(own_out, dev_plan, dev_w, returned, n_send, H);
   }
   // The tp group's shares back into every tp rank's T rows (share t sits at rows t·chunk).
   if (plan.tp > 1 && T > 0) {
-    float* gathered = scratch.get<float>(kGathered, chunk * plan.tp * H);
+    float* gathered = scratch.area(kArea).get<float>(kGathered, chunk * plan.tp * H);
     comm.all_gather(*plan.groups->tp, own_out, gathered, chunk * H);
     be.copy_on_device(out, gathered, static_cast<size_t>(T * H) * sizeof(float));
   }

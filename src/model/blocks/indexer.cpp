@@ -3,13 +3,16 @@
 #include "model/blocks/indexer.h"
 
 #include <cmath>
+#include <string_view>
 
 #include "base/check.h"
 
 namespace sy {
 
 namespace {
-enum ScratchId : int { kIndexQ = 320, kIndexK, kIndexWeights, kSelected };
+// This file's buffers in the scratch the model's blocks share.
+constexpr std::string_view kArea = "indexer";
+enum ScratchId : int { kIndexQ, kIndexK, kIndexWeights, kSelected };
 constexpr float kKeyNormEps = 1e-6f;  // nn.LayerNorm(index_head_dim, eps=1e-6)
 }  // namespace
 
@@ -25,7 +28,7 @@ IndexerWeights bind_indexer(WeightLoader& loader, const std::string& prefix, con
 }
 
 int32_t* indexer_selection(Scratch& scratch, int64_t tokens, int64_t top_k) {
-  return scratch.get<int32_t>(kSelected, tokens * top_k);
+  return scratch.area(kArea).get<int32_t>(kSelected, tokens * top_k);
 }
 
 const int32_t* indexer_select(const StepContext& step, Scratch& scratch, const IndexerConfig& c,
@@ -37,9 +40,9 @@ const int32_t* indexer_select(const StepContext& step, Scratch& scratch, const I
   if (c.shared) return selected;
   SY_CHECK(index_cache != nullptr, "the KV cache has no indexer keys, but this layer has a sparse-attention indexer");
   Backend& be = *step.backend;
-  float* q = scratch.get<float>(kIndexQ, T * c.n_heads * c.head_dim);
-  float* k = scratch.get<float>(kIndexK, T * c.head_dim);
-  float* weights = scratch.get<float>(kIndexWeights, T * c.n_heads);
+  float* q = scratch.area(kArea).get<float>(kIndexQ, T * c.n_heads * c.head_dim);
+  float* k = scratch.area(kArea).get<float>(kIndexK, T * c.head_dim);
+  float* weights = scratch.area(kArea).get<float>(kIndexWeights, T * c.n_heads);
   be.linear(q_resid, w.wq_b, nullptr, q, T, c.n_heads * c.head_dim, c.q_lora_rank);
   be.linear(x, w.wk, nullptr, k, T, c.head_dim, c.hidden);
   be.layer_norm(k, w.k_norm, w.k_norm_bias, k, T, c.head_dim, kKeyNormEps);

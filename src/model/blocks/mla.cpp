@@ -2,13 +2,17 @@
 // absorbed attention over the latent cache (optionally restricted by the sparse indexer), output projection.
 #include "model/blocks/mla.h"
 
+#include <string_view>
+
 #include "base/check.h"
 
 namespace sy {
 
 namespace {
-enum ScratchId : int { kQa = 300, kQ, kKv, kQLatent, kOutLatent, kOutHeads };
-}
+// This file's buffers in the scratch the model's blocks share.
+constexpr std::string_view kArea = "mla_attention";
+enum ScratchId : int { kQa, kQ, kKv, kQLatent, kOutLatent, kOutHeads };
+}  // namespace
 
 MlaConfig mla_config(const ModelDesc& d, int64_t layer) {
   const AttentionDesc& a = d.attn;
@@ -110,10 +114,10 @@ void mla_attention_forward(const StepContext& step, Scratch& scratch, const MlaC
   const int64_t b_head = (nope + c.v_head_dim) * lora;  // elements of one head's kv_b_proj rows
 
   // Queries [T, H, nope | rope].
-  float* q = scratch.get<float>(kQ, T * H * qk);
+  float* q = scratch.area(kArea).get<float>(kQ, T * H * qk);
   const float* q_resid = nullptr;
   if (c.q_lora_rank > 0) {
-    float* qa = scratch.get<float>(kQa, T * c.q_lora_rank);
+    float* qa = scratch.area(kArea).get<float>(kQa, T * c.q_lora_rank);
     be.linear(x, w.q_a_proj, w.q_a_bias, qa, T, c.q_lora_rank, c.hidden);
     be.rms_norm(qa, w.q_a_norm, qa, T, c.q_lora_rank, c.latent_norm_eps);
     be.linear(qa, w.q_b_proj, nullptr, q, T, H * qk, c.q_lora_rank);
@@ -122,7 +126,7 @@ void mla_attention_forward(const StepContext& step, Scratch& scratch, const MlaC
     be.linear(x, w.q_proj, nullptr, q, T, H * qk, c.hidden);
   }
   // The latent and the shared rope key [T, kv_lora | rope].
-  float* kv = scratch.get<float>(kKv, T * kv_row);
+  float* kv = scratch.area(kArea).get<float>(kKv, T * kv_row);
   be.linear(x, w.kv_a_proj, w.kv_a_bias, kv, T, kv_row, c.hidden);
 
   // Rope on the rope slices only: each head's last r dims of q (head stride qk), the last r of each kv row.
@@ -157,7 +161,7 @@ void mla_attention_forward(const StepContext& step, Scratch& scratch, const MlaC
   }
 
   // q_nope through each head's K rows of kv_b_proj ([nope, lora], read transposed) into latent space.
-  float* q_latent = scratch.get<float>(kQLatent, T * H * lora);
+  float* q_latent = scratch.area(kArea).get<float>(kQLatent, T * H * lora);
   be.head_linear({.x = q,
                   .w = w.kv_b_proj,
                   .y = q_latent,
@@ -169,7 +173,7 @@ void mla_attention_forward(const StepContext& step, Scratch& scratch, const MlaC
                   .y_stride = lora,
                   .w_head_stride = b_head,
                   .w_transposed = true});
-  float* out_latent = scratch.get<float>(kOutLatent, T * H * lora);
+  float* out_latent = scratch.area(kArea).get<float>(kOutLatent, T * H * lora);
   be.mla_attention({.q_latent = q_latent,
                     .q_rope = q + nope,
                     .cache = cache,
@@ -188,7 +192,7 @@ void mla_attention_forward(const StepContext& step, Scratch& scratch, const MlaC
                     .max_blocks = step.max_blocks,
                     .scale = c.softmax_scale});
   // Back out through each head's V rows of kv_b_proj ([v, lora]), then o_proj.
-  float* heads_out = scratch.get<float>(kOutHeads, T * H * c.v_head_dim);
+  float* heads_out = scratch.area(kArea).get<float>(kOutHeads, T * H * c.v_head_dim);
   be.head_linear({.x = out_latent,
                   .w = weight_at(be, w.kv_b_proj, nope * lora),
                   .y = heads_out,
