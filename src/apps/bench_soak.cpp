@@ -120,6 +120,7 @@ int run_bench_soak(const BenchSoakOptions& o) {
       .model = request.model,
       .progress = isatty(STDERR_FILENO) != 0,
   };
+  bench::check_soak_spec(soak);
   fmt::print("bench soak: {} clients for {} s at {}{}, model {}; {:.0f}% cut by the client, {:.0f}% malformed\n",
              o.clients, o.duration, url.str(), soak.load.route, request.model, 100 * o.disconnect_fraction,
              100 * o.malformed_fraction);

@@ -197,17 +197,35 @@ bool is_openai_error(const std::string& body) {
          j["error"]["message"].is_string();
 }
 
+// Bounds of a soak's settings: connections one client process can hold, and a week of time (so that
+// every deadline fits the clock's integer ticks).
+constexpr int64_t kMaxClients = 1 << 16;
+constexpr double kMaxSeconds = 7 * 24 * 3600.0;
+
+}  // namespace
+
+void check_soak_spec(const SoakSpec& spec) {
+  SY_CHECK(spec.clients > 0 && spec.clients <= kMaxClients,
+           "--clients {}: expected 1 to {} (each is an open connection)", spec.clients, kMaxClients);
+  SY_CHECK(
+      spec.duration_s > 0 && spec.duration_s <= kMaxSeconds && spec.window_s > 0 && spec.window_s <= spec.duration_s,
+      "--duration {} and --window {}: expected 0 < window <= duration <= {} s", spec.duration_s, spec.window_s,
+      kMaxSeconds);
+  SY_CHECK(spec.reply_timeout_s > 0 && spec.reply_timeout_s <= kMaxSeconds && spec.sample_interval_s > 0,
+           "--reply-timeout {}: expected 0 < seconds <= {}", spec.reply_timeout_s, kMaxSeconds);
+  SY_CHECK(spec.disconnect_fraction >= 0 && spec.malformed_fraction >= 0 &&
+               spec.disconnect_fraction + spec.malformed_fraction <= 1,
+           "--disconnect-fraction {} and --malformed-fraction {}: expected fractions in [0, 1] summing to at most 1",
+           spec.disconnect_fraction, spec.malformed_fraction);
+}
+
+namespace {
+
 class Soak : public StreamHost {
  public:
   Soak(const SoakSpec& spec, const std::vector<std::string>& bodies) : spec_(spec), bodies_(bodies), rng_(spec.seed) {
     SY_CHECK(!bodies.empty(), "a soak needs at least one request body");
-    SY_CHECK(spec.clients > 0, "--clients {}: must be positive", spec.clients);
-    SY_CHECK(spec.duration_s > 0 && spec.window_s > 0 && spec.window_s <= spec.duration_s,
-             "--duration {} and --window {}: expected 0 < window <= duration", spec.duration_s, spec.window_s);
-    SY_CHECK(spec.disconnect_fraction >= 0 && spec.malformed_fraction >= 0 &&
-                 spec.disconnect_fraction + spec.malformed_fraction <= 1,
-             "--disconnect-fraction {} and --malformed-fraction {}: expected fractions in [0, 1] summing to at most 1",
-             spec.disconnect_fraction, spec.malformed_fraction);
+    check_soak_spec(spec);
     raise_open_files_limit();
     tcp::resolver resolver(io_);
     error_code ec;

@@ -67,6 +67,9 @@ struct SoakResult {
   double rss_growth() const { return first_window_rss > 0 ? last_window_rss / first_window_rss - 1.0 : 0.0; }
 };
 
+// sy::Error naming the setting when `spec` is out of its bounds (clients, durations, fractions).
+void check_soak_spec(const SoakSpec& spec);
+
 // `bodies`: the well-formed streaming requests, sent round-robin.
 SoakResult run_soak(const SoakSpec& spec, const std::vector<std::string>& bodies);
 

@@ -109,5 +109,21 @@ TEST(BenchSoak, WrongAnswersFailuresAndNoMemoryGaugeFailTheSoak) {
   EXPECT_EQ(j["passed"], false);
 }
 
+TEST(BenchSoak, BadSettingsSayWhat) {
+  // --model given: nothing is asked of the server before the settings are checked.
+  const std::string base = "bench soak --port 1 --model m ";
+  for (const auto& [flags, named] : std::vector<std::pair<std::string, std::string>>{
+           {"--clients 0", "--clients 0"},
+           {"--clients 1000000", "--clients 1000000"},
+           {"--duration 1e300", "--duration 1e+300"},
+           {"--duration 10 --window 20", "--window 20"},
+           {"--disconnect-fraction 0.7 --malformed-fraction 0.7", "summing to at most 1"},
+           {"--max-rss-growth -1", "--max-rss-growth -1"}}) {
+    const CommandResult r = run_switchyard(base + flags);
+    EXPECT_EQ(r.code, 2) << flags << ": " << r.out;
+    EXPECT_NE(r.out.find(named), std::string::npos) << flags << ": " << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace sy::test
