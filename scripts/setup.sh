@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 source scripts/install_packages.sh
 install_packages cmake g++ make ccache pkg-config libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libfmt-dev \
   libgtest-dev libpcre2-dev libutf8proc-dev libsimdjson-dev zlib1g-dev libboost-dev libopenmpi-dev openmpi-bin \
-  python3 python3-venv clang-format
+  python3 python3-venv clang-format clang-tidy-16
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 cmake --build build -j"$(nproc)"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up, builds, checks the sources' format (scripts/check_format.sh) and runs every CPU test: the
+# Sets up, builds, checks the sources' format (scripts/check_format.sh) and the changed sources with
+# clang-tidy (scripts/check_tidy.sh), and runs every CPU test: the
 # Release build (with the MPI communicator) and its cpu and mpi tiers (the mpi tier runs under mpirun on
 # 2 to 8 ranks: collectives, the layout matrix, the launch and kill tests), the libFuzzer harnesses
 # (scripts/fuzz.sh: seed corpus replayed, 15 s of fuzzing each), then the cpu tests under
@@ -10,6 +11,8 @@ cd "$(dirname "$0")/.."
 
 scripts/setup.sh -DSY_WITH_MPI=ON
 scripts/check_format.sh
+# clang-tidy on what the last commit changed (SY_TIDY_BASE=<commit> for a longer range).
+scripts/check_tidy.sh
 ctest --test-dir build -L cpu --output-on-failure -j"$(nproc)"
 ctest --test-dir build -L robust --output-on-failure -j"$(nproc)"
 # One mpirun at a time: each oversubscribes the cores already.

@@ -1,14 +1,17 @@
-// A loaded model: one forward pass over a batch of sequences (prefill chunks and decode tokens mixed)
-// against a paged KV cache, returning logits for the requested rows.
+// A loaded model: the forward of this rank's part of the layout over a batch of sequences (prefill chunks
+// and decode tokens mixed) against a paged KV cache, on the device.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/blocks/step.h"
+#include "model/parallel.h"
 #include "parallel/groups.h"
 
 namespace sy {
@@ -60,29 +63,56 @@ struct KvCacheView {
   int64_t n_blocks = 0;
 };
 
-// Host-side description of one step. Token i belongs to sequence token_seq[i], sits at positions[i]
-// and writes its K/V to slots[i]; block_tables holds each sequence's block ids ([n_seqs, max_blocks]).
-struct ForwardBatch {
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> positions;
-  std::vector<int32_t> token_seq;
-  std::vector<int32_t> slots;
-  std::vector<int32_t> block_tables;
-  int64_t n_seqs = 0;
-  int64_t max_blocks = 0;
-  std::vector<int32_t> logit_rows;  // token indices whose next-token logits are returned, in this order
-  // Attention data parallelism: the dp rank that holds each sequence's KV cache and runs its attention
-  // ([n_seqs]; empty: every sequence on dp rank 0). Block ids in block_tables and slots are that dp rank's.
-  std::vector<int32_t> seq_dp;
+// The device-side input of one forward over this rank's pipeline stage: one micro-batch of the sequences
+// of this rank's dp rank, its index arrays already on the device. The runtime's executor builds it from
+// the host batch (runtime/executor.h).
+struct StepInput {
+  StepContext step;                     // T = step.tokens: positions, sequence ids, slots, block tables
+  const int32_t* vocab_rows = nullptr;  // device [T]: each token's row in vocab_share(); its count for others'
+  std::span<const int32_t> tokens;      // host [T]: the token ids (a dense_tp group spanning dp gathers them)
+  const int32_t* logit_rows = nullptr;  // device [R]: the tokens whose next-token logits the last stage computes
+  int64_t n_logit_rows = 0;             // R
 };
 
+// A device buffer that crosses a pipeline stage boundary: what a stage sends the next one.
+struct StageTensor {
+  void* data = nullptr;
+  int64_t count = 0;
+  DType dtype = DType::f32;
+};
+
+// The logits [R, vocab] of the last stage's forward, valid until the next one: on the device when this rank
+// computes every vocabulary row, else assembled on the host from the dense_tp group's shares.
+struct StepLogits {
+  const float* device = nullptr;
+  const float* host = nullptr;
+};
+
+// A loaded model on one rank: a pure forward of its pipeline stage over a batch on the device, with its
+// layout's collectives inside (tensor, expert and dense parallel). Uploading a batch, cutting it into
+// micro-batches, moving the stage boundary, capturing steps and assembling logits across dp and pp ranks
+// are the runtime's executor's.
 class Model {
  public:
   virtual ~Model() = default;
   virtual const ModelInfo& info() const = 0;
-  // Collective over every rank of the layout: each rank passes the same batch and receives the same
-  // logits. Writes logits [batch.logit_rows.size(), vocab] to host memory `logits`.
-  virtual void forward(const ForwardBatch& batch, const KvCacheView& kv, float* logits) = 0;
+  // The layout this rank runs its part of (one rank: the trivial plan).
+  virtual const ShardPlan& plan() const = 0;
+  // This rank's rows of the vocabulary (embedding and LM head are split over dense_tp).
+  virtual Share vocab_share() const = 0;
+  // The buffers a stage of `tokens` tokens receives from the previous stage before forward (not on the first
+  // stage) and sends to the next after it (not on the last): the hidden state, and what the layers of the
+  // next stage reuse. Each is the buffer forward reads or writes for that many tokens.
+  virtual std::vector<StageTensor> stage_boundary(int64_t tokens) = 0;
+  // This rank's stage over one micro-batch (possibly of no tokens: the rank still serves its experts and its
+  // dense_tp group). Collective over the ranks of this stage. Returns the logits of in.logit_rows on the
+  // last stage (nothing elsewhere).
+  virtual StepLogits forward(const StepInput& in, const KvCacheView& kv) = 0;
+  // Whether forward over `tokens` tokens stays on the device (no host round trip), so that it can be captured
+  // and replayed where the backend can.
+  virtual bool capturable(int64_t tokens) const = 0;
+  // Changes whenever the model's scratch is reallocated (which makes captured steps stale).
+  virtual uint64_t scratch_generation() const = 0;
   // With LoadOptions::check_finite, each forward checks the output of every block on this rank (embedding,
   // each layer's attention and FFN, the LM head) and first_nonfinite() names the first that held a NaN or
   // an infinity in the last forward ("layer 3 FFN output"; empty: all finite). Without it, nothing is

@@ -1,15 +1,10 @@
-// Forward pass of the pre-norm decoder stack.
+// Forward pass of the pre-norm decoder stack over one rank's stage.
 #include "model/transformer.h"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <functional>
-#include <iterator>
-#include <map>
-#include <set>
 #include <string_view>
-#include <tuple>
 
 #include "base/check.h"
 #include "base/log.h"
@@ -21,7 +16,6 @@ namespace {
 // This file's buffers in the scratch the model's blocks share.
 constexpr std::string_view kArea = "transformer";
 enum ScratchId : int {
-  kIndices,
   kResidual,
   kNormed,
   kBlockOut,
@@ -65,197 +59,66 @@ class Transformer final : public Model {
   }
 
   const ModelInfo& info() const override { return spec_.info; }
+  const ShardPlan& plan() const override { return plan_; }
+  Share vocab_share() const override { return spec_.vocab_share; }
   bool checks_finite() const override { return spec_.check_finite; }
   std::string first_nonfinite() const override { return first_nonfinite_; }
+  uint64_t scratch_generation() const override { return scratch_.generation(); }
 
-  void forward(const ForwardBatch& b, const KvCacheView& kv, float* logits) override {
-    const auto T = static_cast<int64_t>(b.tokens.size());
-    const int64_t V = spec_.info.vocab_size;
-    SY_CHECK(T > 0, "a forward pass needs at least one token");
-    SY_CHECK(b.positions.size() == b.tokens.size() && b.token_seq.size() == b.tokens.size() &&
-                 b.slots.size() == b.tokens.size(),
-             "batch arrays disagree: {} tokens, {} positions, {} sequence ids, {} slots", T, b.positions.size(),
-             b.token_seq.size(), b.slots.size());
-    SY_CHECK(static_cast<int64_t>(b.block_tables.size()) == b.n_seqs * b.max_blocks,
-             "block table holds {} entries, expected {} sequences x {} blocks", b.block_tables.size(), b.n_seqs,
-             b.max_blocks);
+  // The hidden state, and the indexer's selection of the stage's last layer (which the next stage's first
+  // layers reuse on GLM-5's shared-indexer layers).
+  std::vector<StageTensor> stage_boundary(int64_t T) override {
+    const int64_t H = spec_.info.hidden_size, rows = std::max<int64_t>(T, 1);
+    std::vector<StageTensor> b{{scratch_.area(kArea).get<float>(kResidual, rows * H), T * H, DType::f32}};
+    if (has_indexer_) {
+      const int64_t top_k = first_indexer_top_k();
+      b.push_back({indexer_selection(scratch_, T, top_k), T * top_k, DType::i32});
+    }
+    return b;
+  }
+
+  // Embedding on the first stage (the previous stage's hidden state elsewhere, in stage_boundary's buffers),
+  // this stage's layers, the final norm and the LM head on the last.
+  StepLogits forward(const StepInput& in, const KvCacheView& kv) override {
+    const int64_t T = in.step.tokens, H = spec_.info.hidden_size;
     SY_CHECK(static_cast<int64_t>(kv.k.size()) == spec_.info.n_layers, "KV cache has {} layers, model has {}",
              kv.k.size(), spec_.info.n_layers);
-    SY_CHECK(b.seq_dp.empty() || static_cast<int64_t>(b.seq_dp.size()) == b.n_seqs,
-             "seq_dp holds {} entries for {} sequences", b.seq_dp.size(), b.n_seqs);
-    for (int32_t d : b.seq_dp)
-      SY_CHECK(d >= 0 && d < plan_.dp, "sequence on dp rank {}, the layout has dp {}", d, plan_.dp);
-    for (int32_t t : b.tokens) SY_CHECK(t >= 0 && t < V, "token id {} is outside the vocabulary [0, {})", t, V);
-    for (int32_t s : b.token_seq)
-      SY_CHECK(s >= 0 && s < b.n_seqs, "token of sequence {} in a batch of {}", s, b.n_seqs);
-    for (int32_t r : b.logit_rows) {
-      SY_CHECK(r >= 0 && r < T, "logit row {} is outside the batch's {} tokens", r, T);
-    }
+    SY_CHECK(static_cast<int64_t>(in.tokens.size()) == T, "step of {} tokens with {} token ids", T, in.tokens.size());
     first_nonfinite_.clear();
-    if (plan_.single()) return forward_local(b, kv, logits);
-    forward_parallel(b, kv, logits);
+    const int64_t rows = std::max<int64_t>(T, 1);
+    float* residual = scratch_.area(kArea).get<float>(kResidual, rows * H);
+    float* normed = scratch_.area(kArea).get<float>(kNormed, rows * H);
+    float* block_out = scratch_.area(kArea).get<float>(kBlockOut, rows * H);
+    const DenseRows dense = dense_rows(T);
+    if (plan_.first_stage()) {
+      embed(dense, in, residual);
+      check_finite(residual, T * H, -1, "embedding");
+    }
+    if (T > 0) {
+      backend_.mark(Phase::norms);
+      backend_.rms_norm(residual, spec_.layers[0].input_norm, normed, T, H, spec_.norm_eps);
+    }
+    run_layers(in.step, kv, residual, normed, block_out, dense);
+    if (!plan_.last_stage()) return {};
+    return head(dense, normed, in.logit_rows, in.n_logit_rows);
+  }
+
+  // A step stays on the device unless an MoE layer needs a host round trip at T tokens (or every block's
+  // output is being checked on the host).
+  bool capturable(int64_t T) const override {
+    if (spec_.check_finite) return false;
+    for (const DecoderLayer& l : spec_.layers) {
+      if (!l.moe_config) continue;
+      const MoeConfig& m = *l.moe_config;
+      if (!backend_.moe_experts_async(
+              {.tokens = T, .hidden = m.hidden, .inter = m.inter, .n_experts = m.n_experts, .top_k = m.top_k})) {
+        return false;
+      }
+    }
+    return true;
   }
 
  private:
-  // What a captured step bakes in: sizes and the KV pool it addresses.
-  struct StepShape {
-    int64_t tokens, n_seqs, width, rows;
-    const void* kv;
-    bool operator<(const StepShape& o) const {
-      return std::tie(tokens, n_seqs, width, rows, kv) < std::tie(o.tokens, o.n_seqs, o.width, o.rows, o.kv);
-    }
-  };
-
-  // A step's index arrays on the device.
-  struct DeviceStep {
-    StepContext step;
-    const int32_t* tokens = nullptr;
-    const int32_t* rows = nullptr;
-  };
-
-  // Sends every index array of `b` to the device in one copy (on a GPU each copy is a round trip), with
-  // the block tables padded to a power-of-two width so that decode steps of a growing context keep the
-  // same shape (and captured step) for many tokens, and token ids mapped to this rank's vocabulary rows.
-  DeviceStep upload(const ForwardBatch& b, const KvCacheView& kv) {
-    int64_t width = 1;
-    while (width < b.max_blocks) width *= 2;
-    padded_tables_.assign(static_cast<size_t>(b.n_seqs * width), 0);
-    for (int64_t s = 0; s < b.n_seqs; ++s) {
-      std::copy_n(b.block_tables.begin() + s * b.max_blocks, b.max_blocks, padded_tables_.begin() + s * width);
-    }
-    const Share& vs = spec_.vocab_share;
-    local_tokens_.resize(b.tokens.size());
-    for (size_t i = 0; i < b.tokens.size(); ++i) {
-      const int64_t t = b.tokens[i];
-      local_tokens_[i] = static_cast<int32_t>(t >= vs.start && t < vs.start + vs.count ? t - vs.start : vs.count);
-    }
-    const std::vector<int32_t>* arrays[] = {&b.positions,    &b.token_seq,   &b.slots,
-                                            &padded_tables_, &local_tokens_, &b.logit_rows};
-    indices_.clear();
-    size_t offsets[std::size(arrays)];
-    for (size_t i = 0; i < std::size(arrays); ++i) {
-      offsets[i] = indices_.size();
-      indices_.insert(indices_.end(), arrays[i]->begin(), arrays[i]->end());
-      indices_.resize((indices_.size() + 3) / 4 * 4);  // 16-byte aligned segments
-    }
-    int32_t* dev = scratch_.area(kArea).get<int32_t>(kIndices, static_cast<int64_t>(indices_.size()) + 4);
-    backend_.copy_to_device(dev, indices_.data(), indices_.size() * sizeof(int32_t));
-    DeviceStep d;
-    d.step = StepContext{.backend = &backend_,
-                         .tokens = static_cast<int64_t>(b.tokens.size()),
-                         .positions = dev + offsets[0],
-                         .token_seq = dev + offsets[1],
-                         .slots = dev + offsets[2],
-                         .block_tables = dev + offsets[3],
-                         .n_seqs = b.n_seqs,
-                         .max_blocks = width,
-                         .block_size = kv.block_size};
-    d.tokens = dev + offsets[4];
-    d.rows = dev + offsets[5];
-    return d;
-  }
-
-  // One rank: the whole step on the device, captured as a graph where the backend can.
-  void forward_local(const ForwardBatch& b, const KvCacheView& kv, float* logits) {
-    const int64_t V = spec_.info.vocab_size, T = static_cast<int64_t>(b.tokens.size());
-    const auto R = static_cast<int64_t>(b.logit_rows.size());
-    const DeviceStep d = upload(b, kv);
-    float* dev_logits = scratch_.area(kArea).get<float>(kLogits, std::max<int64_t>(R, 1) * V);
-    const auto compute = [&] { compute_step(d.step, kv, d.tokens, d.rows, R, dev_logits); };
-    if (!capturable(T)) {
-      compute();
-    } else {
-      run_captured(StepShape{T, b.n_seqs, d.step.max_blocks, R, kv.k.empty() ? nullptr : kv.k[0]}, compute);
-    }
-    if (R == 0) return;
-    backend_.mark(Phase::other);
-    backend_.copy_to_host(logits, dev_logits, static_cast<size_t>(R * V) * sizeof(float));
-  }
-
-  // Several ranks. The sequences are cut into micro-batches (one per pipeline stage, so that stage p works
-  // on micro-batch m while stage p + 1 works on m - 1); within each, this rank runs the tokens of its dp
-  // rank's sequences through its stage's layers. The last stage's logits are gathered across dp and sent
-  // to every stage, so every rank returns the same logits.
-  void forward_parallel(const ForwardBatch& b, const KvCacheView& kv, float* logits) {
-    const int64_t V = spec_.info.vocab_size;
-    const auto R = static_cast<int64_t>(b.logit_rows.size());
-    std::vector<std::vector<int32_t>> seq_tokens(static_cast<size_t>(b.n_seqs));
-    for (size_t i = 0; i < b.tokens.size(); ++i)
-      seq_tokens[static_cast<size_t>(b.token_seq[i])].push_back(static_cast<int32_t>(i));
-    std::vector<int32_t> row_of_token(b.tokens.size(), -1);
-    for (int64_t j = 0; j < R; ++j) {
-      SY_CHECK(row_of_token[static_cast<size_t>(b.logit_rows[static_cast<size_t>(j)])] < 0,
-               "logit row {} is asked for twice", b.logit_rows[static_cast<size_t>(j)]);
-      row_of_token[static_cast<size_t>(b.logit_rows[static_cast<size_t>(j)])] = static_cast<int32_t>(j);
-    }
-    const auto dp_of = [&](int64_t s) { return b.seq_dp.empty() ? 0 : b.seq_dp[static_cast<size_t>(s)]; };
-
-    // Micro-batches: contiguous runs of sequences with about equal token counts.
-    const int64_t M = plan_.pp > 1 ? std::min<int64_t>(plan_.pp, b.n_seqs) : 1;
-    std::vector<int64_t> bounds{0};
-    const auto T = static_cast<int64_t>(b.tokens.size());
-    int64_t acc = 0;
-    for (int64_t s = 0; s < b.n_seqs; ++s) {
-      acc += static_cast<int64_t>(seq_tokens[static_cast<size_t>(s)].size());
-      const auto m = static_cast<int64_t>(bounds.size());
-      if (m < M && acc * M >= T * m && b.n_seqs - (s + 1) >= M - m) bounds.push_back(s + 1);
-    }
-    while (static_cast<int64_t>(bounds.size()) <= M) bounds.push_back(b.n_seqs);
-    bounds.back() = b.n_seqs;
-
-    // The global logit rows each dp rank produces, in its order of production.
-    std::vector<std::vector<int32_t>> rows_of_dp(static_cast<size_t>(plan_.dp));
-    std::vector<float> local_logits;  // [rows_of_dp[dp_rank].size(), V]
-    for (int64_t m = 0; m < M; ++m) {
-      for (int d = 0; d < plan_.dp; ++d) {
-        ForwardBatch lb;
-        for (int64_t s = bounds[static_cast<size_t>(m)]; s < bounds[static_cast<size_t>(m) + 1]; ++s) {
-          if (dp_of(s) != d) continue;
-          for (int32_t i : seq_tokens[static_cast<size_t>(s)]) {
-            const auto iu = static_cast<size_t>(i);
-            if (row_of_token[iu] >= 0) {
-              rows_of_dp[static_cast<size_t>(d)].push_back(row_of_token[iu]);
-              lb.logit_rows.push_back(static_cast<int32_t>(lb.tokens.size()));
-            }
-            lb.tokens.push_back(b.tokens[iu]);
-            lb.positions.push_back(b.positions[iu]);
-            lb.slots.push_back(b.slots[iu]);
-            lb.token_seq.push_back(static_cast<int32_t>(lb.n_seqs));
-          }
-          lb.block_tables.insert(lb.block_tables.end(), b.block_tables.begin() + s * b.max_blocks,
-                                 b.block_tables.begin() + (s + 1) * b.max_blocks);
-          ++lb.n_seqs;
-        }
-        lb.max_blocks = b.max_blocks;
-        if (d == plan_.dp_rank) run_stage(lb, kv, local_logits);
-      }
-    }
-
-    // Assemble [R, V] on the last stage, then send it to every stage.
-    if (plan_.last_stage()) {
-      size_t most = 0;
-      for (const auto& r : rows_of_dp) most = std::max(most, r.size());
-      const size_t row = static_cast<size_t>(V);
-      if (plan_.dp == 1) {
-        gathered_logits_ = std::move(local_logits);
-      } else {
-        local_logits.resize(most * row);
-        gathered_logits_.resize(most * row * static_cast<size_t>(plan_.dp));
-        comm_.all_gather_host(*plan_.groups->dp, local_logits.data(), gathered_logits_.data(),
-                              static_cast<int64_t>(most * row));
-      }
-      for (size_t d = 0; d < rows_of_dp.size(); ++d) {
-        for (size_t i = 0; i < rows_of_dp[d].size(); ++i) {
-          std::copy_n(gathered_logits_.data() + (d * most + i) * row, row,
-                      logits + static_cast<size_t>(rows_of_dp[d][i]) * row);
-        }
-      }
-    }
-    if (plan_.pp > 1 && R > 0) comm_.broadcast_host(*plan_.groups->pp, logits, R * V, plan_.pp - 1);
-  }
-
-  // This rank's stage over the tokens of one micro-batch of its dp rank (possibly none: it still serves
-  // its experts to the other dp ranks). Appends the logits of lb.logit_rows to `logits` on the last stage.
   // The rows a dense_tp group computes together (dense MLPs, shared experts, embedding, LM head). Inside a
   // tp group the members hold the same tokens: the rows are this rank's T. A group spanning dp replicas
   // gathers every member's rows, each member's block padded to the longest (n · max_t rows).
@@ -323,19 +186,19 @@ class Transformer final : public Model {
   }
 
   // Vocabulary-parallel embedding of this rank's tokens into `out` [T, H].
-  void embed(const DenseRows& r, const ForwardBatch& lb, const int32_t* dev_local_tokens, float* out) {
+  void embed(const DenseRows& r, const StepInput& in, float* out) {
     const int64_t H = spec_.info.hidden_size;
     if (r.rows() == 0) return;
     backend_.mark(Phase::other);
     if (!r.gathered) {
-      backend_.embedding(spec_.embed, dev_local_tokens, out, r.T, H);
-      comm_.all_reduce(*plan_.groups->dense, out, r.T * H);  // each row comes from the one rank holding it
+      backend_.embedding(spec_.embed, in.vocab_rows, out, r.T, H);
+      comm_.all_reduce(group(&ParallelGroups::dense), out, r.T * H);  // each row comes from the one rank holding it
       return;
     }
     // Every member's token ids (exact as floats below 2^24), mapped to this rank's rows.
     std::vector<float> mine(static_cast<size_t>(r.max_t), -1.0f), all(static_cast<size_t>(r.rows()));
     for (int64_t i = 0; i < r.T; ++i)
-      mine[static_cast<size_t>(i)] = static_cast<float>(lb.tokens[static_cast<size_t>(i)]);
+      mine[static_cast<size_t>(i)] = static_cast<float>(in.tokens[static_cast<size_t>(i)]);
     comm_.all_gather_host(*plan_.groups->dense, mine.data(), all.data(), r.max_t);
     const Share& vs = spec_.vocab_share;
     std::vector<int32_t> ids(all.size());
@@ -350,8 +213,9 @@ class Transformer final : public Model {
     dense_reduce(r, y, out, false);
   }
 
-  // Vocabulary-parallel LM head over the rows `rows` of normed: appends their logits [R, V] to `logits`.
-  void head(const DenseRows& dr, const float* normed, const int32_t* rows, int64_t R, std::vector<float>& logits) {
+  // Vocabulary-parallel LM head over the rows `rows` of normed: their logits [R, V], on the device when this
+  // rank holds the whole vocabulary, else assembled on the host.
+  StepLogits head(const DenseRows& dr, const float* normed, const int32_t* rows, int64_t R) {
     const int64_t H = spec_.info.hidden_size, V = spec_.info.vocab_size, n_dense = plan_.dense;
     const int64_t chunk = (V + n_dense - 1) / n_dense;
     // Rows computed together: this rank's R, or every dense member's, padded to the most.
@@ -360,7 +224,7 @@ class Transformer final : public Model {
       r.max_t = 0;
       for (int64_t t : comm_.gather_counts(*plan_.groups->dense, R)) r.max_t = std::max(r.max_t, t);
     }
-    if (r.rows() == 0) return;
+    if (r.rows() == 0) return {};
     backend_.mark(Phase::dense);
     float* last = scratch_.area(kArea).get<float>(kLastHidden, std::max<int64_t>(R, 1) * H);
     if (R > 0) backend_.gather_rows(normed, rows, last, R, H);
@@ -369,13 +233,7 @@ class Transformer final : public Model {
     float* part = scratch_.area(kArea).get<float>(kLogits, r.rows() * chunk);
     if (spec_.vocab_share.count > 0)
       backend_.linear(in, spec_.lm_head, nullptr, part, r.rows(), spec_.vocab_share.count, H);
-    const size_t base = logits.size();
-    logits.resize(base + static_cast<size_t>(R * V));
-    if (n_dense == 1) {
-      backend_.mark(Phase::other);
-      backend_.copy_to_host(logits.data() + base, part, static_cast<size_t>(R * V) * sizeof(float));
-      return;
-    }
+    if (n_dense == 1) return {.device = part};
     const int64_t block = r.rows() * chunk;  // one vocabulary share of every row computed here
     float* all = scratch_.area(kArea).get<float>(kVocabGather, block * n_dense);
     comm_.all_gather(*plan_.groups->dense, part, all, block);
@@ -383,13 +241,15 @@ class Transformer final : public Model {
     backend_.mark(Phase::other);
     backend_.copy_to_host(host_vocab_.data(), all, host_vocab_.size() * sizeof(float));
     const int64_t first = r.gathered ? r.me * r.max_t : 0;  // this rank's rows among those computed
+    host_logits_.resize(static_cast<size_t>(R * V));
     for (int v = 0; v < n_dense; ++v) {
       const Share sh = ceil_share(V, v, static_cast<int>(n_dense));
       for (int64_t i = 0; i < R; ++i) {
         std::copy_n(host_vocab_.data() + static_cast<size_t>(v * block + (first + i) * sh.count), sh.count,
-                    logits.data() + base + static_cast<size_t>(i * V + sh.start));
+                    host_logits_.data() + static_cast<size_t>(i * V + sh.start));
       }
     }
+    return {.host = host_logits_.data()};
   }
 
   // The decoder layers of this rank's stage over its T tokens (possibly none: the rank still serves its
@@ -442,46 +302,6 @@ class Transformer final : public Model {
     }
   }
 
-  // This rank's stage over the tokens of one micro-batch of its dp rank (possibly none: it still serves
-  // its experts to the other dp ranks and its dense_tp group). Appends the logits of lb.logit_rows to
-  // `logits` on the last stage.
-  void run_stage(const ForwardBatch& lb, const KvCacheView& kv, std::vector<float>& logits) {
-    const int64_t T = static_cast<int64_t>(lb.tokens.size()), H = spec_.info.hidden_size;
-    const auto R = static_cast<int64_t>(lb.logit_rows.size());
-    const DeviceStep d = upload(lb, kv);
-    const StepContext& step = d.step;
-    const int64_t rows = std::max<int64_t>(T, 1);
-    float* residual = scratch_.area(kArea).get<float>(kResidual, rows * H);
-    float* normed = scratch_.area(kArea).get<float>(kNormed, rows * H);
-    float* block_out = scratch_.area(kArea).get<float>(kBlockOut, rows * H);
-    Communicator& pp = *plan_.groups->pp;
-    const int64_t top_k = has_indexer_ ? first_indexer_top_k() : 0;
-    const DenseRows dense = dense_rows(T);
-
-    if (plan_.first_stage()) {
-      embed(dense, lb, d.tokens, residual);
-      check_finite(residual, T * H, -1, "embedding");
-    } else if (T > 0) {
-      comm_.recv(pp, residual, T * H, DType::f32, plan_.pp_rank - 1);
-      if (has_indexer_) comm_.recv(pp, indexer_selection(scratch_, T, top_k), T * top_k, DType::i32, plan_.pp_rank - 1);
-    }
-    if (T > 0) {
-      backend_.mark(Phase::norms);
-      backend_.rms_norm(residual, spec_.layers[0].input_norm, normed, T, H, spec_.norm_eps);
-    }
-    run_layers(step, kv, residual, normed, block_out, dense);
-    if (!plan_.last_stage()) {
-      if (T > 0) {
-        comm_.send(pp, residual, T * H, DType::f32, plan_.pp_rank + 1);
-        if (has_indexer_) {
-          comm_.send(pp, indexer_selection(scratch_, T, top_k), T * top_k, DType::i32, plan_.pp_rank + 1);
-        }
-      }
-      return;
-    }
-    head(dense, normed, d.rows, R, logits);
-  }
-
   // One of this rank's groups; on one rank without groups, the trivial group of one.
   Communicator& group(std::unique_ptr<Communicator> ParallelGroups::*g) {
     return plan_.groups != nullptr ? *(plan_.groups->*g) : *single_;
@@ -492,27 +312,6 @@ class Transformer final : public Model {
       if (l.mla_config && l.mla_config->indexer) return l.mla_config->indexer->top_k;
     }
     return 0;
-  }
-
-  // Every op of one single-rank step on the device, from token ids to logits; no host round trip when
-  // capturable.
-  void compute_step(const StepContext& step, const KvCacheView& kv, const int32_t* tokens, const int32_t* rows,
-                    int64_t R, float* dev_logits) {
-    const int64_t T = step.tokens, H = spec_.info.hidden_size, V = spec_.info.vocab_size;
-    float* residual = scratch_.area(kArea).get<float>(kResidual, T * H);
-    float* normed = scratch_.area(kArea).get<float>(kNormed, T * H);
-    float* block_out = scratch_.area(kArea).get<float>(kBlockOut, T * H);
-    backend_.mark(Phase::other);
-    backend_.embedding(spec_.embed, tokens, residual, T, H);
-    check_finite(residual, T * H, -1, "embedding");
-    backend_.mark(Phase::norms);
-    backend_.rms_norm(residual, spec_.layers[0].input_norm, normed, T, H, spec_.norm_eps);
-    run_layers(step, kv, residual, normed, block_out, DenseRows{.T = T, .max_t = T});
-    if (R == 0) return;
-    backend_.mark(Phase::dense);
-    float* last = scratch_.area(kArea).get<float>(kLastHidden, R * H);
-    backend_.gather_rows(normed, rows, last, R, H);
-    backend_.linear(last, spec_.lm_head, nullptr, dev_logits, R, V, H);
   }
 
   // check_finite: records the block as the first non-finite output of this forward when x [n] holds a NaN
@@ -529,42 +328,6 @@ class Transformer final : public Model {
         local_layer < 0 ? std::string(block) : fmt::format("layer {} {}", plan_.first_layer + local_layer, block);
     first_nonfinite_ = fmt::format("the {} output (first at token {} of the step, value {})", where,
                                    at / spec_.info.hidden_size, *bad);
-  }
-
-  // A step can be captured when the backend can and no MoE layer needs a host round trip at T tokens (and
-  // every block's output is not being checked on the host).
-  bool capturable(int64_t T) const {
-    if (!backend_.can_capture() || spec_.check_finite) return false;
-    for (const DecoderLayer& l : spec_.layers) {
-      if (!l.moe_config) continue;
-      const MoeConfig& m = *l.moe_config;
-      if (!backend_.moe_experts_async(
-              {.tokens = T, .hidden = m.hidden, .inter = m.inter, .n_experts = m.n_experts, .top_k = m.top_k})) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  // First time a shape is seen: run eagerly (which also sizes every scratch buffer). Second time:
-  // capture, then replay from then on, until a reallocation makes the captures stale.
-  void run_captured(const StepShape& shape, const std::function<void()>& compute) {
-    if (backend_.generation() != backend_generation_ || scratch_.generation() != scratch_generation_) {
-      backend_.drop_captures();
-      captured_.clear();
-      seen_.clear();
-      backend_generation_ = backend_.generation();
-      scratch_generation_ = scratch_.generation();
-    }
-    if (auto it = captured_.find(shape); it != captured_.end()) return backend_.replay(it->second);
-    if (!seen_.insert(shape).second) {
-      const int64_t id = backend_.capture(compute);
-      captured_[shape] = id;
-      return backend_.replay(id);
-    }
-    compute();
-    backend_generation_ = backend_.generation();
-    scratch_generation_ = scratch_.generation();
   }
 
   // The read cost of the whole model from every stage's share: sums, and the MoE layers in stage order.
@@ -657,18 +420,11 @@ class Transformer final : public Model {
   ModelComm comm_;
   std::unique_ptr<Communicator> single_ = make_single_rank_communicator();
   bool has_indexer_ = false;
-  std::vector<int32_t> local_tokens_;   // token ids as rows of this rank's vocabulary share
-  std::vector<float> gathered_logits_;  // the last stage's logits of every dp rank
-  std::vector<float> host_vocab_;       // the dense_tp group's vocabulary shares of the logits
+  std::vector<float> host_vocab_;   // the dense_tp group's vocabulary shares of the logits
+  std::vector<float> host_logits_;  // and the logits [R, V] assembled from them
   std::unique_ptr<DeviceBuffer> inv_freq_;
-  std::vector<int32_t> padded_tables_;
   std::string first_nonfinite_;  // check_finite: the first block of the last forward whose output was not finite
   std::vector<float> check_host_;
-  std::vector<int32_t> indices_;  // host staging of a step's index arrays
-  std::map<StepShape, int64_t> captured_;
-  std::set<StepShape> seen_;
-  uint64_t backend_generation_ = 0;
-  uint64_t scratch_generation_ = 0;
 };
 
 }  // namespace

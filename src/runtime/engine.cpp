@@ -1,4 +1,4 @@
-// Engine: scheduler → ForwardBatch → model → sampler.
+// Engine: scheduler → ForwardBatch → executor (model forward) → sampler.
 #include "runtime/engine.h"
 
 #include <algorithm>
@@ -40,13 +40,20 @@ std::vector<BlockManager*> pointers_to(std::vector<BlockManager>& managers) {
 }  // namespace
 
 Engine::Engine(Model& model, Backend& backend, const EngineConfig& config)
-    : model_(model),
-      blocks_(make_block_managers(model.info(), config)),
-      pool_(backend, model.info().kv, config.kv_blocks, config.block_size),
+    : Engine(std::make_unique<Executor>(model, backend), nullptr, backend, config) {}
+
+Engine::Engine(StepRunner& runner, Backend& backend, const EngineConfig& config)
+    : Engine(nullptr, &runner, backend, config) {}
+
+Engine::Engine(std::unique_ptr<Executor> owned, StepRunner* runner, Backend& backend, const EngineConfig& config)
+    : executor_(std::move(owned)),
+      runner_(runner != nullptr ? *runner : *executor_),
+      blocks_(make_block_managers(runner_.info(), config)),
+      pool_(backend, runner_.info().kv, config.kv_blocks, config.block_size),
       scheduler_(pointers_to(blocks_), config.scheduler),
       backend_(backend),
       logits_(backend.alloc_host(
-          static_cast<size_t>(std::max<int64_t>(config.scheduler.max_seqs, 1) * model.info().vocab_size) *
+          static_cast<size_t>(std::max<int64_t>(config.scheduler.max_seqs, 1) * runner_.info().vocab_size) *
           sizeof(float))) {}
 
 Engine::~Engine() = default;
@@ -75,16 +82,16 @@ Engine::Entry& Engine::entry(int64_t id) const {
 }
 
 void Engine::validate(const Request& request) const {
-  const int64_t vocab = model_.info().vocab_size;
+  const int64_t vocab = runner_.info().vocab_size;
   SY_CHECK(!request.prompt.empty(), "the prompt is empty; give at least one token id");
   for (int32_t t : request.prompt) {
     SY_CHECK(t >= 0 && t < vocab, "prompt token id {} is outside the model's vocabulary [0, {})", t, vocab);
   }
   SY_CHECK(request.max_new_tokens >= 1, "max_tokens must be at least 1, got {}", request.max_new_tokens);
   const int64_t total = static_cast<int64_t>(request.prompt.size()) + request.max_new_tokens;
-  SY_CHECK(total <= model_.info().max_position_embeddings,
+  SY_CHECK(total <= runner_.info().max_position_embeddings,
            "prompt ({} tokens) plus max_tokens ({}) exceeds the model's max_position_embeddings {}",
-           request.prompt.size(), request.max_new_tokens, model_.info().max_position_embeddings);
+           request.prompt.size(), request.max_new_tokens, runner_.info().max_position_embeddings);
   // A sequence that fits a dp rank's whole pool alone always makes progress (preemption frees the rest).
   const BlockManager& pool = blocks_[0];
   SY_CHECK(pool.blocks_for(total) <= pool.n_blocks(),
@@ -135,7 +142,7 @@ KvUsage Engine::kv_usage() const {
 bool Engine::step() {
   const std::vector<ScheduledChunk> chunks = scheduler_.schedule();
   if (chunks.empty()) return false;
-  const int64_t vocab = model_.info().vocab_size;
+  const int64_t vocab = runner_.info().vocab_size;
 
   ForwardBatch b;
   b.n_seqs = static_cast<int64_t>(chunks.size());
@@ -173,7 +180,7 @@ bool Engine::step() {
   const size_t logit_bytes = b.logit_rows.size() * static_cast<size_t>(vocab) * sizeof(float);
   if (logit_bytes > logits_->size()) logits_ = backend_.alloc_host(logit_bytes);
   float* logits = logits_->as<float>();
-  model_.forward(b, pool_.view(), logits);
+  runner_.forward(b, pool_.view(), logits);
   ++steps_;
   tokens_processed_ += static_cast<int64_t>(b.tokens.size());
 
@@ -245,9 +252,9 @@ std::string Engine::nonfinite_message(const float* row, int64_t vocab) const {
     ++(std::isnan(row[i]) ? nan : inf);
   }
   std::string where;
-  if (!model_.checks_finite()) {
+  if (!runner_.checks_finite()) {
     where = "; run with --check-finite to find the first layer whose output is not finite";
-  } else if (const std::string first_bad = model_.first_nonfinite(); !first_bad.empty()) {
+  } else if (const std::string first_bad = runner_.first_nonfinite(); !first_bad.empty()) {
     where = "; the first non-finite activation of the step was " + first_bad;
   } else {
     where = "; every block's output on this rank was finite (the LM head or another rank produced them)";

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "runtime/executor.h"
 #include "runtime/kv_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
@@ -65,7 +66,10 @@ struct KvUsage {
 
 class Engine {
  public:
+  // Steps `model` through an executor of its own.
   Engine(Model& model, Backend& backend, const EngineConfig& config);
+  // Steps `runner` (a test's stand-in for a model and its executor); it must outlive the engine.
+  Engine(StepRunner& runner, Backend& backend, const EngineConfig& config);
   ~Engine();
 
   // Throws sy::Error saying what is wrong when the engine would refuse `request` (empty prompt, ids outside
@@ -100,12 +104,15 @@ class Engine {
   void check_integrity() const;
 
  private:
+  // runner null: the executor `owned`.
+  Engine(std::unique_ptr<Executor> owned, StepRunner* runner, Backend& backend, const EngineConfig& config);
   // Why the logit row `row` of the last step ended its request: its NaN and infinities, and where they came
   // from when the model checks each block.
   std::string nonfinite_message(const float* row, int64_t vocab) const;
   struct Entry;
   Entry& entry(int64_t id) const;
-  Model& model_;
+  std::unique_ptr<Executor> executor_;  // the first constructor's
+  StepRunner& runner_;
   std::vector<BlockManager> blocks_;  // per dp rank; the scheduler points into it, so never resized
   KvPool pool_;                       // this rank's: the blocks of its dp rank
   Scheduler scheduler_;

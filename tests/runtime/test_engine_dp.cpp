@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "common/fixture.h"
 #include "runtime/engine.h"
+#include "runtime/executor.h"
 
 namespace sy {
 namespace {
@@ -26,7 +27,7 @@ int32_t echo_next(const std::vector<int32_t>& tokens, int64_t vocab) {
 // next token is echo_next over the tokens it reads back from the pool of the sequence's dp rank
 // through the block table. An output is therefore right only if every block a sequence reads held
 // that sequence's tokens, whatever else the step ran. It throws on any malformed batch.
-class KvEchoModel : public Model {
+class KvEchoModel : public StepRunner {
  public:
   KvEchoModel(int dp_size, int64_t kv_blocks, int64_t block_size) : kv_blocks_(kv_blocks), block_size_(block_size) {
     info_.architecture = "KvEcho";
@@ -224,9 +225,9 @@ TEST_F(EngineDp, KvAccountingStaysExactOverRandomRounds) {
 
 // A single-rank model run as attention-DP: one pool holds every dp rank's blocks side by side (block
 // b of dp rank d at d * kv_blocks + b), so the forward pass sees exactly what dp ranks would.
-class SimulatedDpModel : public Model {
+class SimulatedDpModel : public StepRunner {
  public:
-  SimulatedDpModel(Model& inner, Backend& backend, int dp_size, int64_t kv_blocks, int64_t block_size)
+  SimulatedDpModel(StepRunner& inner, Backend& backend, int dp_size, int64_t kv_blocks, int64_t block_size)
       : inner_(inner),
         info_(inner.info()),
         kv_blocks_(kv_blocks),
@@ -256,7 +257,7 @@ class SimulatedDpModel : public Model {
   const std::set<int32_t>& seq_dp_seen() const { return seq_dp_seen_; }
 
  private:
-  Model& inner_;
+  StepRunner& inner_;
   ModelInfo info_;
   int64_t kv_blocks_;
   KvPool pool_;
@@ -270,11 +271,12 @@ class EngineDpFixture : public ::testing::TestWithParam<std::string> {
     backend_ = make_cpu_backend();
     model_ = load_model({.dir = fixture_.dir}, *backend_);
     ASSERT_EQ(model_->info().dp_size, 1);
+    executor_ = std::make_unique<Executor>(*model_, *backend_);
   }
 
   // Every prompt twice (the greedy one generating its continuation), batched with mixed prefill and
   // decode; checks each against the reference logits and tokens.
-  void run_and_check(Model& model, int64_t kv_blocks) {
+  void run_and_check(StepRunner& model, int64_t kv_blocks) {
     Engine engine(model, *backend_,
                   {.block_size = 4, .kv_blocks = kv_blocks, .scheduler = {.max_batch_tokens = 8, .max_seqs = 16}});
     std::vector<size_t> prompt_of_id;
@@ -308,12 +310,13 @@ class EngineDpFixture : public ::testing::TestWithParam<std::string> {
   test::Fixture fixture_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<Executor> executor_;  // over model_
   int64_t preemptions_ = 0;
 };
 
 TEST_P(EngineDpFixture, DpOneOutputsUnchanged) {
-  run_and_check(*model_, 64);
-  SimulatedDpModel recorded(*model_, *backend_, 1, 64, 4);
+  run_and_check(*executor_, 64);
+  SimulatedDpModel recorded(*executor_, *backend_, 1, 64, 4);
   run_and_check(recorded, 64);
   EXPECT_EQ(recorded.seq_dp_seen(), (std::set<int32_t>{0}));
 }
@@ -321,13 +324,13 @@ TEST_P(EngineDpFixture, DpOneOutputsUnchanged) {
 TEST_P(EngineDpFixture, SimulatedDpRanksKeepOutputs) {
   for (int dp_size : {2, 3}) {
     SCOPED_TRACE("dp " + std::to_string(dp_size));
-    SimulatedDpModel dp_model(*model_, *backend_, dp_size, 64, 4);
+    SimulatedDpModel dp_model(*executor_, *backend_, dp_size, 64, 4);
     run_and_check(dp_model, 64);
     std::set<int32_t> all;
     for (int32_t d = 0; d < dp_size; ++d) all.insert(d);
     EXPECT_EQ(dp_model.seq_dp_seen(), all);
     // 8 blocks of 4 per dp rank: the greedy sequence alone needs 7, so the sequences sharing its pool get preempted.
-    SimulatedDpModel tight(*model_, *backend_, dp_size, 8, 4);
+    SimulatedDpModel tight(*executor_, *backend_, dp_size, 8, 4);
     run_and_check(tight, 8);
     EXPECT_GT(preemptions_, 0);
   }

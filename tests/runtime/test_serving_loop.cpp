@@ -398,7 +398,7 @@ TEST_F(ServingLoopTest, ThrowingSinkAbortsOnlyItsRequest) {
 // Logprobs of the loop's events against log_softmax of the engine's kept logits, computed here in double.
 TEST_F(ServingLoopTest, LogprobsAreLogSoftmaxOfTheRawLogits) {
   const std::vector<int32_t> prompt = {7, 8, 9, 10};
-  constexpr int32_t k = 5;
+  constexpr int32_t kTopLogprobs = 5;
   const int64_t vocab = model_->info().vocab_size;
   for (const SamplingParams sampling : {SamplingParams{}, SamplingParams{.temperature = 0.8f, .seed = 4}}) {
     Engine reference = make_engine();
@@ -411,8 +411,8 @@ TEST_F(ServingLoopTest, LogprobsAreLogSoftmaxOfTheRawLogits) {
     ServingLoop loop(engine, nullptr);
     Events events;
     LoopThread thread(loop);
-    const int64_t id =
-        loop.submit({.prompt = prompt, .max_new_tokens = 6, .sampling = sampling, .logprobs = k}, events.sink());
+    const int64_t id = loop.submit(
+        {.prompt = prompt, .max_new_tokens = 6, .sampling = sampling, .logprobs = kTopLogprobs}, events.sink());
     ASSERT_TRUE(events.wait_ended(1));
     const auto ev = events.of(id);
     ASSERT_EQ(ev.size(), want.output.size());
@@ -428,8 +428,8 @@ TEST_F(ServingLoopTest, LogprobsAreLogSoftmaxOfTheRawLogits) {
       std::vector<int32_t> order(static_cast<size_t>(vocab));
       for (int32_t v = 0; v < vocab; ++v) order[static_cast<size_t>(v)] = v;
       std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
-      ASSERT_EQ(ev[j].top_logprobs.size(), static_cast<size_t>(k));
-      for (int32_t i = 0; i < k; ++i) {
+      ASSERT_EQ(ev[j].top_logprobs.size(), static_cast<size_t>(kTopLogprobs));
+      for (int32_t i = 0; i < kTopLogprobs; ++i) {
         EXPECT_EQ(ev[j].top_logprobs[static_cast<size_t>(i)].first, order[static_cast<size_t>(i)]);
         EXPECT_NEAR(ev[j].top_logprobs[static_cast<size_t>(i)].second, lp(order[static_cast<size_t>(i)]), 1e-5);
       }
@@ -458,9 +458,9 @@ TEST_F(ServingLoopTest, MemoryStaysBoundedOverManyRequests) {
 }
 
 // A model whose forward fails on its third call: the loop logs it, ends every request and rethrows.
-class FailingModel : public Model {
+class FailingModel : public StepRunner {
  public:
-  explicit FailingModel(Model& inner) : inner_(inner) {}
+  explicit FailingModel(StepRunner& inner) : inner_(inner) {}
   const ModelInfo& info() const override { return inner_.info(); }
   void forward(const ForwardBatch& b, const KvCacheView& kv, float* logits) override {
     SY_CHECK(++calls_ < 3, "device lost (forward call {})", calls_);
@@ -468,12 +468,13 @@ class FailingModel : public Model {
   }
 
  private:
-  Model& inner_;
+  StepRunner& inner_;
   int calls_ = 0;
 };
 
 TEST_F(ServingLoopTest, StepErrorsSurfaceFromRun) {
-  FailingModel failing(*model_);
+  Executor executor(*model_, *backend_);
+  FailingModel failing(executor);
   Engine engine(failing, *backend_, config());
   ServingLoop loop(engine, nullptr);
   Events events;
