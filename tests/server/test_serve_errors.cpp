@@ -263,9 +263,11 @@ TEST(ServeErrors, NonFiniteLogitsFailTheRequestAndTheServerGoesOn) {
   EXPECT_EQ(events.back(), "[DONE]");
   EXPECT_EQ(json::parse(events[events.size() - 2])["error"]["code"], "non_finite_logits") << streamed.body;
 
+  // Greedy: sampled at the default temperature 1, the clean prompt's continuation can itself reach token 77
+  // and read the poisoned row (about one run in thirty did); its greedy continuation is 76, 28, 28, 85.
   for (int i = 0; i < 2; ++i) {
-    const HttpResponse ok =
-        post(server.port(), "/v1/completions", R"({"prompt": [17, 254, 3], "max_tokens": 4, "ignore_eos": true})");
+    const HttpResponse ok = post(server.port(), "/v1/completions",
+                                 R"({"prompt": [17, 254, 3], "max_tokens": 4, "ignore_eos": true, "temperature": 0})");
     ASSERT_EQ(ok.status, 200) << ok.body;
     EXPECT_EQ(json::parse(ok.body)["usage"]["completion_tokens"], 4) << ok.body;
   }
