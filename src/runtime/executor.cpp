@@ -63,7 +63,7 @@ StepInput Executor::upload(const ForwardBatch& b, const KvCacheView& kv) {
     const int64_t t = b.tokens[i];
     vocab_rows_[i] = static_cast<int32_t>(t >= vs.start && t < vs.start + vs.count ? t - vs.start : vs.count);
   }
-  const std::vector<int32_t>* arrays[] = {&b.positions,    &b.token_seq,  &b.slots,
+  const std::vector<int32_t>* arrays[] = {&b.positions,    &b.token_seq, &b.slots,
                                           &padded_tables_, &vocab_rows_, &b.logit_rows};
   indices_.clear();
   size_t offsets[std::size(arrays)];
