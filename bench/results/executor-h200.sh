@@ -30,7 +30,7 @@ if [ "$1" = tests ]; then
     tee -a "$OUT/summary.txt"
   exit 0
 fi
-for run in 1 2; do
+for run in ${RUNS:-1 2}; do
   for which in before after; do
     bin=$D/bin/switchyard
     [ $which = before ] && bin=$D/before/switchyard

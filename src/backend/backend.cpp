@@ -3,7 +3,7 @@
 
 namespace sy {
 
-void Backend::qk_norm_rope_kv_write(const QkRopeKvCall& a) {
+void Backend::qk_norm_rope_kv_write(const QkRopeKvArgs& a) {
   if (a.q_norm) {
     rms_norm(a.q, a.q_norm, a.q, a.tokens * a.n_heads, a.head_dim, a.norm_eps);
     rms_norm(a.k, a.k_norm, a.k, a.tokens * a.kv_heads, a.head_dim, a.norm_eps);

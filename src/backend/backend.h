@@ -1,5 +1,6 @@
 // The device a model runs on: memory and op dispatch. Model code calls ops only through this
-// interface; the CPU backend forwards to kernels/cpu, a CUDA backend to kernels/cuda.
+// interface, with the ops' own argument structs (kernels/ops.h); the CPU backend forwards them to
+// kernels/cpu, a CUDA backend to kernels/cuda.
 #pragma once
 
 #include <array>
@@ -38,145 +39,6 @@ struct RandomFillArgs {
   uint64_t seed = 0;  // the same seed and n give the same values on every backend (before rounding)
   float mean = 0.0f;
   float stddev = 1.0f;
-};
-
-struct KvWriteCall {
-  const float* k = nullptr;        // [tokens, kv_heads, head_dim]
-  const float* v = nullptr;        // [tokens, kv_heads, v_head_dim]
-  const int32_t* slots = nullptr;  // [tokens]
-  void* k_cache = nullptr;         // kv_dtype() [n_slots, kv_heads, head_dim]
-  void* v_cache = nullptr;         // kv_dtype() [n_slots, kv_heads, v_head_dim]
-  int64_t tokens = 0;
-  int64_t kv_heads = 0;
-  int64_t head_dim = 0;
-  int64_t v_head_dim = 0;
-};
-
-// As PagedAttentionArgs (kernels/ops.h), with the caches in kv_dtype().
-struct AttentionCall {
-  const float* q = nullptr;               // [tokens, n_heads, head_dim]
-  const void* k_cache = nullptr;          // [n_slots, kv_heads, head_dim]
-  const void* v_cache = nullptr;          // [n_slots, kv_heads, v_head_dim]
-  const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
-  const int32_t* token_seq = nullptr;     // [tokens]
-  const int32_t* positions = nullptr;     // [tokens]
-  float* out = nullptr;                   // [tokens, n_heads, v_head_dim]
-  int64_t tokens = 0;
-  int64_t n_seqs = 0;
-  int64_t n_heads = 0;
-  int64_t kv_heads = 0;
-  int64_t head_dim = 0;
-  int64_t v_head_dim = 0;
-  int64_t block_size = 0;
-  int64_t max_blocks = 0;
-  float scale = 1.0f;
-  int64_t sliding_window = 0;
-};
-
-// What a GQA layer does between its q/k/v products and attention: each q and k head RMS-normalised
-// over head_dim with q_norm / k_norm (when given: Qwen3), then rotated (rope) in place; then k and v
-// written to the cache at the tokens' slots. The default composes rms_norm, rope and kv_write (the
-// oracle); a backend may do it in one pass.
-struct QkRopeKvCall {
-  float* q = nullptr;          // [tokens, n_heads, head_dim], normalised and rotated in place
-  float* k = nullptr;          // [tokens, kv_heads, head_dim], likewise
-  const float* v = nullptr;    // [tokens, kv_heads, head_dim]
-  WeightPtr q_norm = nullptr;  // [head_dim], or null: q and k are not normalised
-  WeightPtr k_norm = nullptr;  // [head_dim], null exactly when q_norm is
-  float norm_eps = 1e-6f;
-  const int32_t* positions = nullptr;  // [tokens]
-  const float* inv_freq = nullptr;     // [rotary_dim / 2]
-  int64_t rotary_dim = 0;              // as RopeArgs
-  float attention_scale = 1.0f;
-  bool interleaved = false;
-  const int32_t* slots = nullptr;  // [tokens]
-  void* k_cache = nullptr;         // kv_dtype() [n_slots, kv_heads, head_dim]
-  void* v_cache = nullptr;         // kv_dtype() [n_slots, kv_heads, head_dim]
-  int64_t tokens = 0;
-  int64_t n_heads = 0;
-  int64_t kv_heads = 0;
-  int64_t head_dim = 0;
-};
-
-// The routed experts of one MoE layer: out[t] = Σ_k weights[t, k] · expert_{ids[t, k]}(x[t]) with
-// expert(x) = down(silu(gate x) · up x). Routing itself (which experts, which weights) is the model's.
-struct MoeExpertsCall {
-  const float* x = nullptr;             // [tokens, hidden]
-  const int32_t* expert_ids = nullptr;  // [tokens, top_k] device
-  const float* weights = nullptr;       // [tokens, top_k] device, the final combine weights
-  WeightPtr gate_up = nullptr;          // [n_experts, 2 * inter, hidden], gate rows first
-  WeightPtr down = nullptr;             // [n_experts, hidden, inter]
-  float* out = nullptr;                 // [tokens, hidden], overwritten
-  int64_t tokens = 0;
-  int64_t hidden = 0;
-  int64_t inter = 0;
-  int64_t n_experts = 0;
-  int64_t top_k = 0;
-};
-
-// Multi-head latent attention ops (kernels/ops.h has the math), with the latent cache in kv_dtype() and
-// weights in weight_dtype().
-struct MlaKvWriteCall {
-  const float* kv = nullptr;        // [tokens, kv_lora_rank + rope_dim], rope part already rotated
-  WeightPtr norm_weight = nullptr;  // [kv_lora_rank] kv_a_layernorm
-  const int32_t* slots = nullptr;   // [tokens]
-  void* cache = nullptr;            // [n_slots, kv_lora_rank + rope_dim]
-  int64_t tokens = 0;
-  int64_t kv_lora_rank = 0;
-  int64_t rope_dim = 0;
-  float eps = 1e-6f;
-};
-
-struct HeadLinearCall {
-  const float* x = nullptr;  // [tokens, heads, x_stride]
-  WeightPtr w = nullptr;     // head h's [out, in] (or [in, out] when w_transposed) at element h * w_head_stride
-  float* y = nullptr;        // [tokens, heads, y_stride]
-  int64_t tokens = 0;
-  int64_t heads = 0;
-  int64_t in = 0;
-  int64_t out = 0;
-  int64_t x_stride = 0;
-  int64_t y_stride = 0;
-  int64_t w_head_stride = 0;
-  bool w_transposed = false;
-};
-
-struct MlaAttentionCall {
-  const float* q_latent = nullptr;         // [tokens, n_heads, kv_lora_rank]
-  const float* q_rope = nullptr;           // [tokens, n_heads, q_rope_stride]
-  const void* cache = nullptr;             // [n_slots, kv_lora_rank + rope_dim]
-  const int32_t* block_tables = nullptr;   // [n_seqs, max_blocks]
-  const int32_t* token_seq = nullptr;      // [tokens]
-  const int32_t* positions = nullptr;      // [tokens]
-  const int32_t* key_positions = nullptr;  // [tokens, n_selected] or null (all keys 0..p)
-  float* out = nullptr;                    // [tokens, n_heads, kv_lora_rank]
-  int64_t tokens = 0;
-  int64_t n_heads = 0;
-  int64_t kv_lora_rank = 0;
-  int64_t rope_dim = 0;
-  int64_t q_rope_stride = 0;
-  int64_t n_selected = 0;
-  int64_t block_size = 0;
-  int64_t max_blocks = 0;
-  float scale = 1.0f;
-};
-
-struct IndexerTopkCall {
-  const float* q = nullptr;               // [tokens, n_heads, head_dim]
-  const float* head_weights = nullptr;    // [tokens, n_heads]
-  const void* k_cache = nullptr;          // [n_slots, head_dim] in kv_dtype()
-  const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
-  const int32_t* token_seq = nullptr;     // [tokens]
-  const int32_t* positions = nullptr;     // [tokens]
-  int32_t* key_positions = nullptr;       // [tokens, top_k]
-  int64_t tokens = 0;
-  int64_t n_heads = 0;
-  int64_t head_dim = 0;
-  int64_t top_k = 0;
-  int64_t block_size = 0;
-  int64_t max_blocks = 0;
-  float scale = 1.0f;
-  float weight_scale = 1.0f;
 };
 
 // Where a step's device time goes. The model marks the start of each phase; a phase lasts until the
@@ -235,27 +97,27 @@ class Backend {
   virtual void embedding(WeightPtr table, const int32_t* ids, float* out, int64_t tokens, int64_t dim) = 0;
   virtual void silu_mul(const float* gate_up, float* out, int64_t rows, int64_t inter) = 0;
   virtual void rope(const RopeArgs& a) = 0;
-  virtual void kv_write(const KvWriteCall& a) = 0;
-  virtual void qk_norm_rope_kv_write(const QkRopeKvCall& a);
-  virtual void paged_attention(const AttentionCall& a) = 0;
+  virtual void kv_write(const KvWriteArgs& a) = 0;
+  virtual void qk_norm_rope_kv_write(const QkRopeKvArgs& a);
+  virtual void paged_attention(const PagedAttentionArgs& a) = 0;
   virtual void softmax_topk(const SoftmaxTopkArgs& a) = 0;
   virtual void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim) = 0;
   virtual void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n,
                                 int64_t dim) = 0;
-  virtual void moe_experts(const MoeExpertsCall& c) = 0;
+  virtual void moe_experts(const MoeExpertsArgs& c) = 0;
   // Sigmoid group-limited routing (DeepSeek-V3 noaux_tc); every array fp32 on every backend, as routers are.
   virtual void grouped_topk(const GroupedTopkArgs& a) = 0;
   // y[i] += x[i]: the shared experts' output onto the routed experts'.
   virtual void add(float* y, const float* x, int64_t n) = 0;
   // Multi-head latent attention and the sparse-attention indexer (model/blocks/mla.cpp, indexer.cpp).
-  virtual void mla_kv_write(const MlaKvWriteCall& a) = 0;
-  virtual void head_linear(const HeadLinearCall& a) = 0;
-  virtual void mla_attention(const MlaAttentionCall& a) = 0;
-  virtual void indexer_topk(const IndexerTopkCall& a) = 0;
+  virtual void mla_kv_write(const MlaKvWriteArgs& a) = 0;
+  virtual void head_linear(const HeadLinearArgs& a) = 0;
+  virtual void mla_attention(const MlaAttentionArgs& a) = 0;
+  virtual void indexer_topk(const IndexerTopkArgs& a) = 0;
   virtual void layer_norm(const float* x, WeightPtr weight, WeightPtr bias, float* y, int64_t rows, int64_t dim,
                           float eps) = 0;
   // Whether moe_experts(c) runs without a host round trip, so that it can be captured.
-  virtual bool moe_experts_async(const MoeExpertsCall& c) const {
+  virtual bool moe_experts_async(const MoeExpertsArgs& c) const {
     (void)c;
     return false;
   }

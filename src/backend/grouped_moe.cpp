@@ -10,31 +10,31 @@ namespace {
 enum Slot : int { kRows, kRowWeights, kExpertIn, kGateUp, kAct, kExpertOut };
 }  // namespace
 
-void GroupedMoe::run(const MoeExpertsCall& c) {
+void GroupedMoe::run(const MoeExpertsArgs& c) {
   Backend& be = backend_;
   const int64_t T = c.tokens, K = c.top_k, TK = T * K;
-  const auto uTK = static_cast<size_t>(TK), E = static_cast<size_t>(c.n_experts);
+  const auto pairs = static_cast<size_t>(TK), E = static_cast<size_t>(c.n_experts);
   be.mark(Phase::router);
   // Group the (token, k) pairs by expert on the host, tokens in order within each expert.
-  ids_.resize(uTK);
-  weights_.resize(uTK);
-  be.copy_to_host(ids_.data(), c.expert_ids, uTK * sizeof(int32_t));
-  be.copy_to_host(weights_.data(), c.weights, uTK * sizeof(float));
+  ids_.resize(pairs);
+  weights_.resize(pairs);
+  be.copy_to_host(ids_.data(), c.expert_ids, pairs * sizeof(int32_t));
+  be.copy_to_host(weights_.data(), c.weights, pairs * sizeof(float));
   offsets_.assign(E + 1, 0);
   for (int32_t e : ids_) ++offsets_[static_cast<size_t>(e) + 1];
   for (size_t e = 0; e < E; ++e) offsets_[e + 1] += offsets_[e];
-  rows_.resize(uTK);
-  row_weights_.resize(uTK);
+  rows_.resize(pairs);
+  row_weights_.resize(pairs);
   fill_.assign(offsets_.begin(), offsets_.end() - 1);
-  for (size_t i = 0; i < uTK; ++i) {
+  for (size_t i = 0; i < pairs; ++i) {
     const auto at = static_cast<size_t>(fill_[static_cast<size_t>(ids_[i])]++);
     rows_[at] = static_cast<int32_t>(static_cast<int64_t>(i) / K);
     row_weights_[at] = weights_[i];
   }
   int32_t* d_rows = scratch_.get<int32_t>(kRows, TK);
   float* d_row_w = scratch_.get<float>(kRowWeights, TK);
-  be.copy_to_device(d_rows, rows_.data(), uTK * sizeof(int32_t));
-  be.copy_to_device(d_row_w, row_weights_.data(), uTK * sizeof(float));
+  be.copy_to_device(d_rows, rows_.data(), pairs * sizeof(int32_t));
+  be.copy_to_device(d_row_w, row_weights_.data(), pairs * sizeof(float));
 
   int64_t max_rows = 0;
   for (size_t e = 0; e < E; ++e) max_rows = std::max(max_rows, offsets_[e + 1] - offsets_[e]);

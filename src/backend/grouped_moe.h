@@ -14,7 +14,7 @@ namespace sy {
 class GroupedMoe {
  public:
   explicit GroupedMoe(Backend& backend) : backend_(backend), scratch_(backend) {}
-  void run(const MoeExpertsCall& c);
+  void run(const MoeExpertsArgs& c);
 
  private:
   Backend& backend_;

@@ -1,6 +1,10 @@
-// Kernel signatures shared by the CPU kernels (namespace sy::cpu, kernels/cpu/) and their scalar
-// references (namespace sy::ref, kernels/reference/). Plain functions over raw fp32 pointers and sizes.
-// Every op is declared once here through the SY_KERNEL_* macros so the two sets cannot drift apart.
+// The ops' argument structs, one per op, passed unchanged from the model's blocks through the backend to
+// the kernels of every backend (the CPU kernels, their scalar references, the CUDA kernels). Activations
+// are fp32 pointers; weights and the KV cache are untyped pointers to the backend's storage type (fp32 on
+// the CPU, bf16 on the GPU: Backend::weight_dtype(), kv_dtype()), which each kernel set reads as its own.
+// Also the signatures shared by the CPU kernels (namespace sy::cpu, kernels/cpu/) and their references
+// (namespace sy::ref, kernels/reference/), declared once through the SY_KERNEL_* macros so the two sets
+// cannot drift apart.
 #pragma once
 
 #include <cstdint>
@@ -22,13 +26,14 @@ struct RopeArgs {
 
 struct PagedAttentionArgs {
   const float* q = nullptr;               // [tokens, n_heads, head_dim]
-  const float* k_cache = nullptr;         // [n_slots, kv_heads, head_dim], slot = block * block_size + offset
-  const float* v_cache = nullptr;         // [n_slots, kv_heads, v_head_dim]
+  const void* k_cache = nullptr;          // kv [n_slots, kv_heads, head_dim], slot = block * block_size + offset
+  const void* v_cache = nullptr;          // kv [n_slots, kv_heads, v_head_dim]
   const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks] block ids per sequence
   const int32_t* token_seq = nullptr;     // [tokens] row of block_tables that each query token belongs to
   const int32_t* positions = nullptr;     // [tokens] a query at position p sees its sequence's keys 0..p
   float* out = nullptr;                   // [tokens, n_heads, v_head_dim]
   int64_t tokens = 0;
+  int64_t n_seqs = 0;  // rows of block_tables (a GPU picks its decode or prefill kernel by tokens per sequence)
   int64_t n_heads = 0;
   int64_t kv_heads = 0;  // n_heads % kv_heads == 0; query head h reads kv head h / (n_heads / kv_heads)
   int64_t head_dim = 0;
@@ -43,8 +48,8 @@ struct KvWriteArgs {
   const float* k = nullptr;        // [tokens, kv_heads, head_dim]
   const float* v = nullptr;        // [tokens, kv_heads, v_head_dim]
   const int32_t* slots = nullptr;  // [tokens] destination slot of each token
-  float* k_cache = nullptr;        // [n_slots, kv_heads, head_dim]
-  float* v_cache = nullptr;        // [n_slots, kv_heads, v_head_dim]
+  void* k_cache = nullptr;         // kv [n_slots, kv_heads, head_dim]
+  void* v_cache = nullptr;         // kv [n_slots, kv_heads, v_head_dim]
   int64_t tokens = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
@@ -60,6 +65,51 @@ struct SoftmaxTopkArgs {
   int64_t top_k = 0;
   bool renormalize = false;  // divide the top-k probabilities by their sum
 };
+
+// What a GQA layer does between its q/k/v products and attention: each q and k head RMS-normalised over
+// head_dim with q_norm / k_norm (when given: Qwen3), then rotated (rope) in place; then k and v written to
+// the cache at the tokens' slots. Backend::qk_norm_rope_kv_write composes rms_norm, rope and kv_write (the
+// oracle); a backend may do it in one pass.
+struct QkRopeKvArgs {
+  float* q = nullptr;            // [tokens, n_heads, head_dim], normalised and rotated in place
+  float* k = nullptr;            // [tokens, kv_heads, head_dim], likewise
+  const float* v = nullptr;      // [tokens, kv_heads, head_dim]
+  const void* q_norm = nullptr;  // weight [head_dim], or null: q and k are not normalised
+  const void* k_norm = nullptr;  // weight [head_dim], null exactly when q_norm is
+  float norm_eps = 1e-6f;
+  const int32_t* positions = nullptr;  // [tokens]
+  const float* inv_freq = nullptr;     // [rotary_dim / 2]
+  int64_t rotary_dim = 0;              // as RopeArgs
+  float attention_scale = 1.0f;
+  bool interleaved = false;
+  const int32_t* slots = nullptr;  // [tokens]
+  void* k_cache = nullptr;         // kv [n_slots, kv_heads, head_dim]
+  void* v_cache = nullptr;         // kv [n_slots, kv_heads, head_dim]
+  int64_t tokens = 0;
+  int64_t n_heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+// The routed experts of one MoE layer: out[t] = Σ_k weights[t, k] · expert_{ids[t, k]}(x[t]) with
+// expert(x) = down(silu(gate x) · up x). Routing itself (which experts, which weights) is the model's.
+struct MoeExpertsArgs {
+  const float* x = nullptr;             // [tokens, hidden]
+  const int32_t* expert_ids = nullptr;  // [tokens, top_k]
+  const float* weights = nullptr;       // [tokens, top_k], the final combine weights
+  const void* gate_up = nullptr;        // weight [n_experts, 2 * inter, hidden], gate rows first
+  const void* down = nullptr;           // weight [n_experts, hidden, inter]
+  float* out = nullptr;                 // [tokens, hidden], overwritten
+  int64_t tokens = 0;
+  int64_t hidden = 0;
+  int64_t inter = 0;
+  int64_t n_experts = 0;
+  int64_t top_k = 0;
+};
+
+// The CPU kernels' and references' view of storage pointers: fp32 on the CPU.
+inline const float* f32_storage(const void* p) { return static_cast<const float*>(p); }
+inline float* f32_storage(void* p) { return static_cast<float*>(p); }
 
 #define SY_KERNEL_OPS                                                                                          \
   /* y[m, n] = x[m, k] · w[n, k]^T (+ bias[n] when bias is not null); w in nn.Linear layout */                \
@@ -99,10 +149,10 @@ struct GroupedTopkArgs {
 // Multi-head latent attention (DeepSeek-V2/V3) over a paged cache whose row per token is the compressed
 // latent (after kv_a_layernorm) followed by the shared rope key: [kv_lora_rank | rope_dim], one "head".
 struct MlaKvWriteArgs {
-  const float* kv = nullptr;  // [tokens, kv_lora_rank + rope_dim]: kv_a_proj_with_mqa output, rope part rotated
-  const float* norm_weight = nullptr;  // [kv_lora_rank] kv_a_layernorm
-  const int32_t* slots = nullptr;      // [tokens]
-  float* cache = nullptr;              // [n_slots, kv_lora_rank + rope_dim]: rms_norm(latent) * weight, rope key
+  const float* kv = nullptr;          // [tokens, kv_lora_rank + rope_dim]: kv_a_proj_with_mqa output, rope part rotated
+  const void* norm_weight = nullptr;  // weight [kv_lora_rank] kv_a_layernorm
+  const int32_t* slots = nullptr;     // [tokens]
+  void* cache = nullptr;              // kv [n_slots, kv_lora_rank + rope_dim]: rms_norm(latent) * weight, rope key
   int64_t tokens = 0;
   int64_t kv_lora_rank = 0;
   int64_t rope_dim = 0;
@@ -113,8 +163,8 @@ struct MlaKvWriteArgs {
 // [out, in] (nn.Linear) or, when w_transposed, [in, out]. Absorbs kv_b_proj into the query and output of MLA.
 struct HeadLinearArgs {
   const float* x = nullptr;  // [tokens, heads, x_stride], the first `in` of each head read
-  const float* w = nullptr;
-  float* y = nullptr;  // [tokens, heads, y_stride], the first `out` of each head written
+  const void* w = nullptr;   // weight, head h's matrix at element h * w_head_stride
+  float* y = nullptr;        // [tokens, heads, y_stride], the first `out` of each head written
   int64_t tokens = 0;
   int64_t heads = 0;
   int64_t in = 0;
@@ -130,7 +180,7 @@ struct HeadLinearArgs {
 struct MlaAttentionArgs {
   const float* q_latent = nullptr;        // [tokens, n_heads, kv_lora_rank]: q_nope through kv_b_proj's K part
   const float* q_rope = nullptr;          // [tokens, n_heads, q_rope_stride], the first rope_dim of each head
-  const float* cache = nullptr;           // [n_slots, kv_lora_rank + rope_dim]
+  const void* cache = nullptr;            // kv [n_slots, kv_lora_rank + rope_dim]
   const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
   const int32_t* token_seq = nullptr;     // [tokens]
   const int32_t* positions = nullptr;     // [tokens]
@@ -154,7 +204,7 @@ struct MlaAttentionArgs {
 struct IndexerTopkArgs {
   const float* q = nullptr;               // [tokens, n_heads, head_dim] indexer queries, rotated
   const float* head_weights = nullptr;    // [tokens, n_heads] weights_proj(x)
-  const float* k_cache = nullptr;         // [n_slots, head_dim] indexer keys
+  const void* k_cache = nullptr;          // kv [n_slots, head_dim] indexer keys
   const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks]
   const int32_t* token_seq = nullptr;     // [tokens]
   const int32_t* positions = nullptr;     // [tokens]

@@ -427,7 +427,7 @@ TEST_F(CudaVsCpu, MoeExpertsGroupedPath) {
     for (Backend* be : {oracle.get(), gpu_.get()}) {
       Dev d(*be);
       float* out = d.out(size_t(T * H));
-      const MoeExpertsCall call{.x = d.f32(x),
+      const MoeExpertsArgs call{.x = d.f32(x),
                                 .expert_ids = d.i32(ids),
                                 .weights = d.f32(w),
                                 .gate_up = d.weight(gate_up),

@@ -125,40 +125,16 @@ class CpuBackend final : public Backend {
     cpu::silu_mul(gate_up, out, rows, inter);
   }
   void rope(const RopeArgs& a) override { cpu::rope(a); }
-  void kv_write(const KvWriteCall& a) override {
-    std::vector<float> kr, vr;
-    if (bf16_) {
-      kr = rounded(a.k, a.tokens * a.kv_heads * a.head_dim);
-      vr = rounded(a.v, a.tokens * a.kv_heads * a.v_head_dim);
-    }
-    cpu::kv_write({.k = bf16_ ? kr.data() : a.k,
-                   .v = bf16_ ? vr.data() : a.v,
-                   .slots = a.slots,
-                   .k_cache = static_cast<float*>(a.k_cache),
-                   .v_cache = static_cast<float*>(a.v_cache),
-                   .tokens = a.tokens,
-                   .kv_heads = a.kv_heads,
-                   .head_dim = a.head_dim,
-                   .v_head_dim = a.v_head_dim});
+  void kv_write(const KvWriteArgs& a) override {
+    if (!bf16_) return cpu::kv_write(a);
+    const auto kr = rounded(a.k, a.tokens * a.kv_heads * a.head_dim);
+    const auto vr = rounded(a.v, a.tokens * a.kv_heads * a.v_head_dim);
+    KvWriteArgs r = a;
+    r.k = kr.data();
+    r.v = vr.data();
+    cpu::kv_write(r);
   }
-  void paged_attention(const AttentionCall& a) override {
-    cpu::paged_attention({.q = a.q,
-                          .k_cache = f32(a.k_cache),
-                          .v_cache = f32(a.v_cache),
-                          .block_tables = a.block_tables,
-                          .token_seq = a.token_seq,
-                          .positions = a.positions,
-                          .out = a.out,
-                          .tokens = a.tokens,
-                          .n_heads = a.n_heads,
-                          .kv_heads = a.kv_heads,
-                          .head_dim = a.head_dim,
-                          .v_head_dim = a.v_head_dim,
-                          .block_size = a.block_size,
-                          .max_blocks = a.max_blocks,
-                          .scale = a.scale,
-                          .sliding_window = a.sliding_window});
-  }
+  void paged_attention(const PagedAttentionArgs& a) override { cpu::paged_attention(a); }
   void softmax_topk(const SoftmaxTopkArgs& a) override { cpu::softmax_topk(a); }
   void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim) override {
     cpu::gather_rows(src, rows, dst, n, dim);
@@ -167,84 +143,35 @@ class CpuBackend final : public Backend {
                         int64_t dim) override {
     cpu::scatter_add_rows(dst, rows, weights, src, n, dim);
   }
-  void moe_experts(const MoeExpertsCall& c) override { grouped_moe_.run(c); }
+  void moe_experts(const MoeExpertsArgs& c) override { grouped_moe_.run(c); }
   void grouped_topk(const GroupedTopkArgs& a) override { cpu::grouped_topk(a); }
   void add(float* y, const float* x, int64_t n) override { cpu::add(y, x, n); }
 
   // MLA: the CUDA backend stores the latent cache in bf16 and feeds head_linear bf16 inputs.
-  void mla_kv_write(const MlaKvWriteCall& a) override {
-    const std::vector<float> w = bf16_ ? rounded(f32(a.norm_weight), a.kv_lora_rank) : std::vector<float>{};
+  void mla_kv_write(const MlaKvWriteArgs& a) override {
+    if (!bf16_) return cpu::mla_kv_write(a);
+    const std::vector<float> w = rounded(f32(a.norm_weight), a.kv_lora_rank);
+    MlaKvWriteArgs r = a;
+    r.norm_weight = w.data();
+    cpu::mla_kv_write(r);
     auto* cache = static_cast<float*>(a.cache);
-    cpu::mla_kv_write({.kv = a.kv,
-                       .norm_weight = bf16_ ? w.data() : f32(a.norm_weight),
-                       .slots = a.slots,
-                       .cache = cache,
-                       .tokens = a.tokens,
-                       .kv_lora_rank = a.kv_lora_rank,
-                       .rope_dim = a.rope_dim,
-                       .eps = a.eps});
-    if (!bf16_) return;
     const int64_t row = a.kv_lora_rank + a.rope_dim;
     for (int64_t t = 0; t < a.tokens; ++t) {
-      float* r = cache + int64_t(a.slots[t]) * row;
-      for (int64_t i = 0; i < row; ++i) r[i] = bf16_to_f32(f32_to_bf16(r[i]));
+      float* c = cache + int64_t(a.slots[t]) * row;
+      for (int64_t i = 0; i < row; ++i) c[i] = bf16_to_f32(f32_to_bf16(c[i]));
     }
   }
-  void head_linear(const HeadLinearCall& a) override {
-    HeadLinearArgs k{.x = a.x,
-                     .w = f32(a.w),
-                     .y = a.y,
-                     .tokens = a.tokens,
-                     .heads = a.heads,
-                     .in = a.in,
-                     .out = a.out,
-                     .x_stride = a.x_stride,
-                     .y_stride = a.y_stride,
-                     .w_head_stride = a.w_head_stride,
-                     .w_transposed = a.w_transposed};
-    if (!bf16_ || a.tokens == 0 || a.heads == 0) return cpu::head_linear(k);
+  void head_linear(const HeadLinearArgs& a) override {
+    if (!bf16_ || a.tokens == 0 || a.heads == 0) return cpu::head_linear(a);
     const auto xr = rounded(a.x, a.tokens * a.heads * a.x_stride);
     const auto wr = rounded(f32(a.w), (a.heads - 1) * a.w_head_stride + a.in * a.out);
-    k.x = xr.data();
-    k.w = wr.data();
-    cpu::head_linear(k);
+    HeadLinearArgs r = a;
+    r.x = xr.data();
+    r.w = wr.data();
+    cpu::head_linear(r);
   }
-  void mla_attention(const MlaAttentionCall& a) override {
-    cpu::mla_attention({.q_latent = a.q_latent,
-                        .q_rope = a.q_rope,
-                        .cache = f32(a.cache),
-                        .block_tables = a.block_tables,
-                        .token_seq = a.token_seq,
-                        .positions = a.positions,
-                        .key_positions = a.key_positions,
-                        .out = a.out,
-                        .tokens = a.tokens,
-                        .n_heads = a.n_heads,
-                        .kv_lora_rank = a.kv_lora_rank,
-                        .rope_dim = a.rope_dim,
-                        .q_rope_stride = a.q_rope_stride,
-                        .n_selected = a.n_selected,
-                        .block_size = a.block_size,
-                        .max_blocks = a.max_blocks,
-                        .scale = a.scale});
-  }
-  void indexer_topk(const IndexerTopkCall& a) override {
-    cpu::indexer_topk({.q = a.q,
-                       .head_weights = a.head_weights,
-                       .k_cache = f32(a.k_cache),
-                       .block_tables = a.block_tables,
-                       .token_seq = a.token_seq,
-                       .positions = a.positions,
-                       .key_positions = a.key_positions,
-                       .tokens = a.tokens,
-                       .n_heads = a.n_heads,
-                       .head_dim = a.head_dim,
-                       .top_k = a.top_k,
-                       .block_size = a.block_size,
-                       .max_blocks = a.max_blocks,
-                       .scale = a.scale,
-                       .weight_scale = a.weight_scale});
-  }
+  void mla_attention(const MlaAttentionArgs& a) override { cpu::mla_attention(a); }
+  void indexer_topk(const IndexerTopkArgs& a) override { cpu::indexer_topk(a); }
   void layer_norm(const float* x, WeightPtr weight, WeightPtr bias, float* y, int64_t rows, int64_t dim,
                   float eps) override {
     if (!bf16_) return cpu::layer_norm(x, f32(weight), f32(bias), y, rows, dim, eps);

@@ -185,73 +185,15 @@ class CudaBackend final : public Backend {
   void silu_mul(const float* gate_up, float* out, int64_t rows, int64_t inter) override {
     cuda::silu_mul(gate_up, out, rows, inter, stream_);
   }
-  void rope(const RopeArgs& a) override {
-    cuda::rope({.x = a.x,
-                .positions = a.positions,
-                .inv_freq = a.inv_freq,
-                .tokens = a.tokens,
-                .heads = a.heads,
-                .head_dim = a.head_dim,
-                .rotary_dim = a.rotary_dim,
-                .attention_scale = a.attention_scale,
-                .interleaved = a.interleaved},
-               stream_);
-  }
-  void kv_write(const KvWriteCall& a) override {
-    cuda::kv_write({.k = a.k,
-                    .v = a.v,
-                    .slots = a.slots,
-                    .k_cache = static_cast<bf16_bits*>(a.k_cache),
-                    .v_cache = static_cast<bf16_bits*>(a.v_cache),
-                    .tokens = a.tokens,
-                    .kv_heads = a.kv_heads,
-                    .head_dim = a.head_dim,
-                    .v_head_dim = a.v_head_dim},
-                   stream_);
-  }
-  void qk_norm_rope_kv_write(const QkRopeKvCall& a) override {
-    cuda::qk_norm_rope_kv_write({.q = a.q,
-                                 .k = a.k,
-                                 .v = a.v,
-                                 .q_norm = bf(a.q_norm),
-                                 .k_norm = bf(a.k_norm),
-                                 .eps = a.norm_eps,
-                                 .positions = a.positions,
-                                 .inv_freq = a.inv_freq,
-                                 .rotary_dim = a.rotary_dim,
-                                 .attention_scale = a.attention_scale,
-                                 .interleaved = a.interleaved,
-                                 .slots = a.slots,
-                                 .k_cache = static_cast<bf16_bits*>(a.k_cache),
-                                 .v_cache = static_cast<bf16_bits*>(a.v_cache),
-                                 .tokens = a.tokens,
-                                 .n_heads = a.n_heads,
-                                 .kv_heads = a.kv_heads,
-                                 .head_dim = a.head_dim},
-                                stream_);
-  }
-  void paged_attention(const AttentionCall& a) override {
-    const cuda::AttentionParams p{.q = a.q,
-                                  .k_cache = bf(a.k_cache),
-                                  .v_cache = bf(a.v_cache),
-                                  .block_tables = a.block_tables,
-                                  .token_seq = a.token_seq,
-                                  .positions = a.positions,
-                                  .out = a.out,
-                                  .tokens = a.tokens,
-                                  .n_heads = a.n_heads,
-                                  .kv_heads = a.kv_heads,
-                                  .head_dim = a.head_dim,
-                                  .v_head_dim = a.v_head_dim,
-                                  .block_size = a.block_size,
-                                  .max_blocks = a.max_blocks,
-                                  .scale = a.scale,
-                                  .sliding_window = a.sliding_window};
+  void rope(const RopeArgs& a) override { cuda::rope(a, stream_); }
+  void kv_write(const KvWriteArgs& a) override { cuda::kv_write(a, stream_); }
+  void qk_norm_rope_kv_write(const QkRopeKvArgs& a) override { cuda::qk_norm_rope_kv_write(a, stream_); }
+  void paged_attention(const PagedAttentionArgs& a) override {
     if (!cuda::gqa_attention_supported(a.n_heads, a.kv_heads, a.head_dim, a.v_head_dim)) {
-      return cuda::paged_attention(p, stream_);
+      return cuda::paged_attention(a, stream_);
     }
     // Both kernels take any layout; about one token per sequence is decode, longer runs prefill.
-    if (a.tokens > 2 * std::max<int64_t>(a.n_seqs, 1)) return cuda::gqa_prefill_attention(p, stream_);
+    if (a.tokens > 2 * std::max<int64_t>(a.n_seqs, 1)) return cuda::gqa_prefill_attention(a, stream_);
     cuda::AttentionSplit split{.splits = cuda::gqa_decode_splits(a.tokens, a.kv_heads, a.max_blocks * a.block_size)};
     if (split.splits > 1) {
       const int64_t heads = a.tokens * a.n_heads * split.splits;
@@ -259,28 +201,16 @@ class CudaBackend final : public Backend {
       split.l = scratch_.get<float>(kSplitL, heads);
       split.acc = scratch_.get<float>(kSplitAcc, heads * a.head_dim);
     }
-    cuda::gqa_decode_attention(p, split, stream_);
+    cuda::gqa_decode_attention(a, split, stream_);
   }
-  void softmax_topk(const SoftmaxTopkArgs& a) override {
-    cuda::softmax_topk(a.logits, a.expert_ids, a.weights, a.tokens, a.n_experts, a.top_k, a.renormalize, stream_);
-  }
+  void softmax_topk(const SoftmaxTopkArgs& a) override { cuda::softmax_topk(a, stream_); }
   void grouped_topk(const GroupedTopkArgs& a) override { cuda::grouped_topk(a, stream_); }
   void add(float* y, const float* x, int64_t n) override { cuda::add(y, x, n, stream_); }
 
   // Multi-head latent attention and the sparse-attention indexer (kernels/cuda/mla.cu).
-  void mla_kv_write(const MlaKvWriteCall& a) override {
-    cuda::mla_kv_write({.kv = a.kv,
-                        .norm_weight = bf(a.norm_weight),
-                        .slots = a.slots,
-                        .cache = static_cast<bf16_bits*>(a.cache),
-                        .tokens = a.tokens,
-                        .kv_lora_rank = a.kv_lora_rank,
-                        .rope_dim = a.rope_dim,
-                        .eps = a.eps},
-                       stream_);
-  }
+  void mla_kv_write(const MlaKvWriteArgs& a) override { cuda::mla_kv_write(a, stream_); }
   // Per-head products as one strided batched GEMM over heads (bf16 inputs, fp32 accumulation and output).
-  void head_linear(const HeadLinearCall& a) override {
+  void head_linear(const HeadLinearArgs& a) override {
     if (a.tokens == 0 || a.heads == 0 || a.out == 0) return;
     if (a.in == 0) {
       for (int64_t t = 0; t < a.tokens; ++t) {
@@ -305,44 +235,8 @@ class CudaBackend final : public Backend {
                      static_cast<int>(a.heads), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmStridedBatchedEx(head_linear)");
   }
-  void mla_attention(const MlaAttentionCall& a) override {
-    cuda::mla_attention({.q_latent = a.q_latent,
-                         .q_rope = a.q_rope,
-                         .cache = bf(a.cache),
-                         .block_tables = a.block_tables,
-                         .token_seq = a.token_seq,
-                         .positions = a.positions,
-                         .key_positions = a.key_positions,
-                         .out = a.out,
-                         .tokens = a.tokens,
-                         .n_heads = a.n_heads,
-                         .kv_lora_rank = a.kv_lora_rank,
-                         .rope_dim = a.rope_dim,
-                         .q_rope_stride = a.q_rope_stride,
-                         .n_selected = a.n_selected,
-                         .block_size = a.block_size,
-                         .max_blocks = a.max_blocks,
-                         .scale = a.scale},
-                        stream_);
-  }
-  void indexer_topk(const IndexerTopkCall& a) override {
-    cuda::indexer_topk({.q = a.q,
-                        .head_weights = a.head_weights,
-                        .k_cache = bf(a.k_cache),
-                        .block_tables = a.block_tables,
-                        .token_seq = a.token_seq,
-                        .positions = a.positions,
-                        .key_positions = a.key_positions,
-                        .tokens = a.tokens,
-                        .n_heads = a.n_heads,
-                        .head_dim = a.head_dim,
-                        .top_k = a.top_k,
-                        .block_size = a.block_size,
-                        .max_blocks = a.max_blocks,
-                        .scale = a.scale,
-                        .weight_scale = a.weight_scale},
-                       stream_);
-  }
+  void mla_attention(const MlaAttentionArgs& a) override { cuda::mla_attention(a, stream_); }
+  void indexer_topk(const IndexerTopkArgs& a) override { cuda::indexer_topk(a, stream_); }
   void layer_norm(const float* x, WeightPtr weight, WeightPtr bias, float* y, int64_t rows, int64_t dim,
                   float eps) override {
     cuda::layer_norm(x, bf(weight), bf(bias), y, rows, dim, eps, stream_);
@@ -354,7 +248,7 @@ class CudaBackend final : public Backend {
                         int64_t dim) override {
     cuda::scatter_add_rows(dst, rows, weights, src, n, dim, stream_);
   }
-  bool moe_experts_async(const MoeExpertsCall& c) const override {
+  bool moe_experts_async(const MoeExpertsArgs& c) const override {
     return small_batch(c) || cuda::moe_grouped_supported(c.hidden, c.inter, c.n_experts);
   }
 
@@ -391,23 +285,12 @@ class CudaBackend final : public Backend {
   // Few (token, expert) pairs: GEMVs over each pair's weights. Many: a device-side permutation by
   // expert and grouped tensor-core GEMMs (each touched expert's weights read once per column block).
   // Neither makes a host round trip; shapes neither supports take the portable GroupedMoe.
-  void moe_experts(const MoeExpertsCall& c) override {
+  void moe_experts(const MoeExpertsArgs& c) override {
     const int64_t pairs = c.tokens * c.top_k;
     if (small_batch(c)) {
       mark(Phase::experts);
       float* act = scratch_.get<float>(kMoeAct, pairs * c.inter);
-      return cuda::moe_small_batch({.x = c.x,
-                                    .expert_ids = c.expert_ids,
-                                    .weights = c.weights,
-                                    .gate_up = bf(c.gate_up),
-                                    .down = bf(c.down),
-                                    .act = act,
-                                    .out = c.out,
-                                    .tokens = c.tokens,
-                                    .hidden = c.hidden,
-                                    .inter = c.inter,
-                                    .top_k = c.top_k},
-                                   stream_);
+      return cuda::moe_small_batch(c, act, stream_);
     }
     if (!cuda::moe_grouped_supported(c.hidden, c.inter, c.n_experts) || !aligned16(c.gate_up) || !aligned16(c.down)) {
       return grouped_moe_.run(c);
@@ -415,28 +298,17 @@ class CudaBackend final : public Backend {
     if (pairs == 0) return;
     const int tile_m = cuda::moe_grouped_tile_m(pairs, c.n_experts);
     int32_t* route = scratch_.get<int32_t>(kMoeRoute, cuda::moe_grouped_route_ints(pairs, c.n_experts, tile_m));
-    const cuda::MoeGroupedParams p{.x = c.x,
-                                   .expert_ids = c.expert_ids,
-                                   .weights = c.weights,
-                                   .gate_up = bf(c.gate_up),
-                                   .down = bf(c.down),
-                                   .out = c.out,
-                                   .route = cuda::moe_grouped_route_at(route, pairs, c.n_experts, tile_m),
-                                   .x_bf16 = scratch_.get<bf16_bits>(kMoeXBf16, c.tokens * c.hidden),
-                                   .act = scratch_.get<bf16_bits>(kMoeActBf16, pairs * c.inter),
-                                   .y = scratch_.get<float>(kMoeY, pairs * c.hidden),
-                                   .tokens = c.tokens,
-                                   .hidden = c.hidden,
-                                   .inter = c.inter,
-                                   .n_experts = c.n_experts,
-                                   .top_k = c.top_k,
-                                   .tile_m = tile_m};
+    const cuda::MoeGroupedScratch g{.route = cuda::moe_grouped_route_at(route, pairs, c.n_experts, tile_m),
+                                    .x_bf16 = scratch_.get<bf16_bits>(kMoeXBf16, c.tokens * c.hidden),
+                                    .act = scratch_.get<bf16_bits>(kMoeActBf16, pairs * c.inter),
+                                    .y = scratch_.get<float>(kMoeY, pairs * c.hidden),
+                                    .tile_m = tile_m};
     mark(Phase::router);
-    cuda::moe_grouped_dispatch(p, stream_);
+    cuda::moe_grouped_dispatch(c, g, stream_);
     mark(Phase::experts);
-    cuda::moe_grouped_gemms(p, stream_);
+    cuda::moe_grouped_gemms(c, g, stream_);
     mark(Phase::combine);
-    cuda::moe_grouped_combine(p, stream_);
+    cuda::moe_grouped_combine(c, g, stream_);
   }
 
  private:
@@ -444,7 +316,7 @@ class CudaBackend final : public Backend {
   // at 8 and 16 pairs (34 vs 44 µs, 53 vs 56 µs), the grouped path from 32 (85 vs 92 µs; at 80 pairs 144
   // vs 204 µs), as soon as pairs start sharing experts.
   static constexpr int64_t kSmallBatchPairs = 16;
-  static bool small_batch(const MoeExpertsCall& c) {
+  static bool small_batch(const MoeExpertsArgs& c) {
     return c.tokens * c.top_k <= kSmallBatchPairs && cuda::moe_small_batch_supported(c.hidden, c.inter);
   }
 

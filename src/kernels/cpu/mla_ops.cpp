@@ -50,9 +50,9 @@ void mla_kv_write(const MlaKvWriteArgs& a) {
 #pragma omp parallel for if (a.tokens * row >= kParallelMinFloats)
   for (int64_t t = 0; t < a.tokens; ++t) {
     const float* in = a.kv + t * row;
-    float* out = a.cache + int64_t(a.slots[t]) * row;
+    float* out = f32_storage(a.cache) + int64_t(a.slots[t]) * row;
     const float inv_rms = 1.0f / std::sqrt(dot(in, in, a.kv_lora_rank) / float(a.kv_lora_rank) + a.eps);
-    for (int64_t i = 0; i < a.kv_lora_rank; ++i) out[i] = in[i] * inv_rms * a.norm_weight[i];
+    for (int64_t i = 0; i < a.kv_lora_rank; ++i) out[i] = in[i] * inv_rms * f32_storage(a.norm_weight)[i];
     std::memcpy(out + a.kv_lora_rank, in + a.kv_lora_rank, size_t(a.rope_dim) * sizeof(float));
   }
 }
@@ -65,7 +65,7 @@ void head_linear(const HeadLinearArgs& a) {
   if (a.tokens == 0 || a.out == 0) return;
   const auto lda = blasint(a.heads * a.x_stride), ldc = blasint(a.heads * a.y_stride);
   for (int64_t h = 0; h < a.heads; ++h) {
-    const float* w = a.w + h * a.w_head_stride;
+    const float* w = f32_storage(a.w) + h * a.w_head_stride;
     float* y = a.y + h * a.y_stride;
     if (a.in == 0) {
       for (int64_t t = 0; t < a.tokens; ++t) std::fill(y + t * ldc, y + t * ldc + a.out, 0.0f);
@@ -94,7 +94,8 @@ void mla_attention(const MlaAttentionArgs& a) {
         const int64_t p = a.positions[t];
         rows.clear();
         const auto add_key = [&](int64_t k) {
-          rows.push_back(a.cache + slot_of(a.block_tables, a.max_blocks, a.block_size, a.token_seq[t], k) * row);
+          rows.push_back(f32_storage(a.cache) +
+                         slot_of(a.block_tables, a.max_blocks, a.block_size, a.token_seq[t], k) * row);
         };
         if (a.key_positions == nullptr) {
           for (int64_t k = 0; k <= p; ++k) add_key(k);
@@ -135,8 +136,8 @@ void indexer_topk(const IndexerTopkArgs& a) {
       const int64_t n_keys = int64_t(a.positions[t]) + 1;
       scores.resize(size_t(n_keys));
       for (int64_t k = 0; k < n_keys; ++k) {
-        const float* key =
-            a.k_cache + slot_of(a.block_tables, a.max_blocks, a.block_size, a.token_seq[t], k) * a.head_dim;
+        const float* key = f32_storage(a.k_cache) +
+                           slot_of(a.block_tables, a.max_blocks, a.block_size, a.token_seq[t], k) * a.head_dim;
         float s = 0.0f;
         for (int64_t h = 0; h < a.n_heads; ++h) {
           const float relu = std::max(0.0f, dot(a.q + (t * a.n_heads + h) * a.head_dim, key, a.head_dim) * a.scale);

@@ -182,8 +182,8 @@ void kv_write(const KvWriteArgs& a) {
 #pragma omp parallel for if (a.tokens * (k_row + v_row) >= kParallelMinCopyFloats)
   for (int64_t t = 0; t < a.tokens; ++t) {
     const int64_t slot = a.slots[t];
-    std::memcpy(a.k_cache + slot * k_row, a.k + t * k_row, size_t(k_row) * sizeof(float));
-    std::memcpy(a.v_cache + slot * v_row, a.v + t * v_row, size_t(v_row) * sizeof(float));
+    std::memcpy(f32_storage(a.k_cache) + slot * k_row, a.k + t * k_row, size_t(k_row) * sizeof(float));
+    std::memcpy(f32_storage(a.v_cache) + slot * v_row, a.v + t * v_row, size_t(v_row) * sizeof(float));
   }
 }
 
@@ -219,7 +219,7 @@ void paged_attention(const PagedAttentionArgs& a) {
         for (int64_t j = 0; j < n_keys; ++j) {
           const int64_t key = first + j;
           slots[size_t(j)] = int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size;
-          const float* k = a.k_cache + (slots[size_t(j)] * a.kv_heads + kvh) * a.head_dim;
+          const float* k = f32_storage(a.k_cache) + (slots[size_t(j)] * a.kv_heads + kvh) * a.head_dim;
           for (int64_t g = 0; g < group; ++g) {
             probs[size_t(g * n_keys + j)] = dot(q + g * a.head_dim, k, a.head_dim);
           }
@@ -244,7 +244,7 @@ void paged_attention(const PagedAttentionArgs& a) {
 
         std::fill(out, out + group * a.v_head_dim, 0.0f);
         for (int64_t j = 0; j < n_keys; ++j) {
-          const float* v = a.v_cache + (slots[size_t(j)] * a.kv_heads + kvh) * a.v_head_dim;
+          const float* v = f32_storage(a.v_cache) + (slots[size_t(j)] * a.kv_heads + kvh) * a.v_head_dim;
           for (int64_t g = 0; g < group; ++g) {
             const float p = probs[size_t(g * n_keys + j)];
             axpy(p, v, out + g * a.v_head_dim, a.v_head_dim);

@@ -1,5 +1,5 @@
-// Paged KV write (alone, or after the q/k norm and rope in one pass), paged GQA attention (causal,
-// optional sliding window) and softmax top-k routing.
+// Paged KV write (alone, or after the q/k norm and rope in one pass) and paged GQA attention (causal,
+// optional sliding window).
 #include <cuda_bf16.h>
 
 #include <cfloat>
@@ -11,7 +11,7 @@ namespace sy::cuda {
 
 namespace {
 
-__global__ void kv_write_kernel(KvWriteParams p) {
+__global__ void kv_write_kernel(KvWriteArgs p) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t k_row = p.kv_heads * p.head_dim, v_row = p.kv_heads * p.v_head_dim;
@@ -20,9 +20,9 @@ __global__ void kv_write_kernel(KvWriteParams p) {
   const int64_t t = i / (k_row + v_row), c = i % (k_row + v_row);
   const int64_t slot = p.slots[t];
   if (c < k_row) {
-    p.k_cache[slot * k_row + c] = to_bf(p.k[t * k_row + c]);
+    bf16_storage(p.k_cache)[slot * k_row + c] = to_bf(p.k[t * k_row + c]);
   } else {
-    p.v_cache[slot * v_row + (c - k_row)] = to_bf(p.v[t * v_row + (c - k_row)]);
+    bf16_storage(p.v_cache)[slot * v_row + (c - k_row)] = to_bf(p.v[t * v_row + (c - k_row)]);
   }
 }
 
@@ -30,7 +30,7 @@ constexpr int kHeadThreads = 128;
 
 // Block (token, head) over each token's n_heads q heads, then kv_heads k heads, then kv_heads v heads.
 // The same arithmetic as rms_norm_kernel, rope_kernel and kv_write_kernel in sequence.
-__global__ void __launch_bounds__(kHeadThreads) qk_norm_rope_kv_write_kernel(QkRopeKvParams p) {
+__global__ void __launch_bounds__(kHeadThreads) qk_norm_rope_kv_write_kernel(QkRopeKvArgs p) {
   extern __shared__ float head_s[];  // [head_dim]
   __shared__ float reduce[32];
   pdl_launch_dependents();
@@ -41,13 +41,13 @@ __global__ void __launch_bounds__(kHeadThreads) qk_norm_rope_kv_write_kernel(QkR
   if (h >= p.n_heads + p.kv_heads) {
     const int64_t hv = h - p.n_heads - p.kv_heads;
     const float* src = p.v + (t * p.kv_heads + hv) * hd;
-    bf16_bits* dst = p.v_cache + (slot * p.kv_heads + hv) * hd;
+    bf16_bits* dst = bf16_storage(p.v_cache) + (slot * p.kv_heads + hv) * hd;
     for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) dst[i] = to_bf(src[i]);
     return;
   }
   const bool is_q = h < p.n_heads;
   float* x = is_q ? p.q + (t * p.n_heads + h) * hd : p.k + (t * p.kv_heads + (h - p.n_heads)) * hd;
-  const bf16_bits* w = is_q ? p.q_norm : p.k_norm;
+  const bf16_bits* w = is_q ? bf16_storage(p.q_norm) : bf16_storage(p.k_norm);
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
     const float v = x[i];
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kHeadThreads) qk_norm_rope_kv_write_kernel(QkR
     ss += v * v;
   }
   if (w) {  // the same for the whole block
-    const float inv = rsqrtf(block_reduce<kHeadThreads>(ss, false, reduce) / static_cast<float>(hd) + p.eps);
+    const float inv = rsqrtf(block_reduce<kHeadThreads>(ss, false, reduce) / static_cast<float>(hd) + p.norm_eps);
     for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) head_s[i] = head_s[i] * inv * bf(w[i]);
   }
   __syncthreads();
@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kHeadThreads) qk_norm_rope_kv_write_kernel(QkR
     head_s[ib] = b * cs + a * sn;
   }
   __syncthreads();
-  bf16_bits* cache = is_q ? nullptr : p.k_cache + (slot * p.kv_heads + (h - p.n_heads)) * hd;
+  bf16_bits* cache = is_q ? nullptr : bf16_storage(p.k_cache) + (slot * p.kv_heads + (h - p.n_heads)) * hd;
   for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
     const float v = head_s[i];
     x[i] = v;
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kHeadThreads) qk_norm_rope_kv_write_kernel(QkR
 constexpr int kAttnThreads = 128;
 
 // One block per (token, head): scores of every visible key into shared memory, softmax, then V.
-__global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(AttentionParams p) {
+__global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(PagedAttentionArgs p) {
   extern __shared__ float scores[];
   __shared__ float reduce[32];
   const int64_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
   for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) {
     const int64_t kp = first + j;
     const int64_t slot = static_cast<int64_t>(table[kp / p.block_size]) * p.block_size + kp % p.block_size;
-    const bf16_bits* k = p.k_cache + (slot * p.kv_heads + kvh) * p.head_dim;
+    const bf16_bits* k = bf16_storage(p.k_cache) + (slot * p.kv_heads + kvh) * p.head_dim;
     float dot = 0.0f;
     for (int64_t d = 0; d < p.head_dim; ++d) dot += q[d] * bf(k[d]);
     const float s = dot * p.scale;
@@ -119,101 +119,32 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(Attention
     for (int64_t j = 0; j < n_keys; ++j) {
       const int64_t kp = first + j;
       const int64_t slot = static_cast<int64_t>(table[kp / p.block_size]) * p.block_size + kp % p.block_size;
-      acc += scores[j] * bf(p.v_cache[(slot * p.kv_heads + kvh) * p.v_head_dim + d]);
+      acc += scores[j] * bf(bf16_storage(p.v_cache)[(slot * p.kv_heads + kvh) * p.v_head_dim + d]);
     }
     p.out[(t * p.n_heads + h) * p.v_head_dim + d] = acc * inv;
   }
 }
 
-// One warp per token: softmax over the experts (lanes stride over them), then top_k rounds of a warp
-// argmax (highest first, lower id on ties, as the CPU kernel does), each winner removed from the next
-// round. A NaN logit ranks lowest (as -FLT_MAX) so that every id written is a real expert whatever the
-// input, and makes every weight of its token NaN, as the CPU kernel's softmax does: the NaN reaches the
-// logits, where the engine ends the request, instead of a wild index or a silently finite routing.
-constexpr int kMaxExpertsPerLane = 16;  // up to 512 experts
-
-__global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* weights, int64_t tokens,
-                                    int64_t n_experts, int64_t top_k, bool renormalize) {
-  pdl_launch_dependents();
-  pdl_wait();
-  const int64_t t = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (t >= tokens) return;
-  const float* row = logits + t * n_experts;
-  float v[kMaxExpertsPerLane];
-  float m = -FLT_MAX;
-  bool nan_seen = false;
-#pragma unroll
-  for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-    const int64_t e = lane + 32 * i;
-    const float x = e < n_experts ? row[e] : -FLT_MAX;
-    nan_seen = nan_seen || isnan(x);
-    v[i] = isnan(x) ? -FLT_MAX : x;
-    m = fmaxf(m, v[i]);
-  }
-  const bool nan_row = __any_sync(0xffffffffu, nan_seen);
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  float sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-    if (lane + 32 * i < n_experts) sum += expf(v[i] - m);
-  }
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  float chosen_sum = 0.0f;
-  for (int64_t k = 0; k < top_k; ++k) {
-    float best = -INFINITY;  // below every value left, so that some expert always wins
-    int best_e = INT_MAX;
-#pragma unroll
-    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-      const int e = lane + 32 * i;
-      if (e < n_experts && (v[i] > best || (v[i] == best && e < best_e))) {
-        best = v[i];
-        best_e = e;
-      }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
-      if (ob > best || (ob == best && oe < best_e)) {
-        best = ob;
-        best_e = oe;
-      }
-    }
-    const float pr = nan_row ? __int_as_float(0x7fc00000) : expf(best - m) / sum;
-    if (lane == 0) {
-      ids[t * top_k + k] = best_e;
-      weights[t * top_k + k] = pr;
-    }
-    chosen_sum += pr;
-#pragma unroll
-    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-      if (lane + 32 * i == best_e) v[i] = -INFINITY;  // taken: below every value not taken
-    }
-  }
-  if (renormalize && lane == 0) {
-    for (int64_t k = 0; k < top_k; ++k) weights[t * top_k + k] /= chosen_sum;
-  }
-}
-
 }  // namespace
 
-void kv_write(const KvWriteParams& p, cudaStream_t s) {
+void kv_write(const KvWriteArgs& p, cudaStream_t s) {
   const int64_t n = p.tokens * p.kv_heads * (p.head_dim + p.v_head_dim);
   if (n == 0) return;
   launch_pdl(kv_write_kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, s, "kv_write", p);
 }
 
-void qk_norm_rope_kv_write(const QkRopeKvParams& p, cudaStream_t s) {
+void qk_norm_rope_kv_write(const QkRopeKvArgs& p, cudaStream_t s) {
   const int64_t blocks = p.tokens * (p.n_heads + 2 * p.kv_heads);
   if (blocks == 0) return;
   check_supported(p.rotary_dim >= 0 && p.rotary_dim % 2 == 0 && p.rotary_dim <= p.head_dim &&
-                      p.head_dim * sizeof(float) <= 48 * 1024 && (p.q_norm == nullptr) == (p.k_norm == nullptr),
+                      p.head_dim * sizeof(float) <= 48 * 1024 &&
+                      (bf16_storage(p.q_norm) == nullptr) == (bf16_storage(p.k_norm) == nullptr),
                   "qk_norm_rope_kv_write: needs an even rotary_dim <= head_dim <= 12288, and both norms or neither");
   launch_pdl(qk_norm_rope_kv_write_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kHeadThreads),
              static_cast<size_t>(p.head_dim) * sizeof(float), s, "qk_norm_rope_kv_write", p);
 }
 
-void paged_attention(const AttentionParams& p, cudaStream_t s) {
+void paged_attention(const PagedAttentionArgs& p, cudaStream_t s) {
   if (p.tokens == 0) return;
   const size_t smem = static_cast<size_t>(p.max_blocks * p.block_size) * sizeof(float);
   static size_t configured = 48 * 1024;
@@ -226,14 +157,6 @@ void paged_attention(const AttentionParams& p, cudaStream_t s) {
   }
   paged_attention_kernel<<<static_cast<unsigned>(p.tokens * p.n_heads), kAttnThreads, smem, s>>>(p);
   check_launch("paged_attention");
-}
-
-void softmax_topk(const float* logits, int32_t* expert_ids, float* weights, int64_t tokens, int64_t n_experts,
-                  int64_t top_k, bool renormalize, cudaStream_t s) {
-  if (tokens == 0) return;
-  check_supported(n_experts <= 32 * kMaxExpertsPerLane, "softmax_topk handles at most 512 experts");
-  launch_pdl(softmax_topk_kernel, dim3(static_cast<unsigned>((tokens + 3) / 4)), dim3(128), 0, s, "softmax_topk",
-             logits, expert_ids, weights, tokens, n_experts, top_k, renormalize);
 }
 
 }  // namespace sy::cuda

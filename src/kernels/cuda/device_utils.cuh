@@ -1,5 +1,5 @@
-// Device helpers shared by the CUDA kernels: bf16 bit conversions, 16-byte bf16 unpacking, warp and
-// block reductions, the paged-KV slot of a position, and programmatic dependent launch.
+// Device helpers shared by the CUDA kernels: the bf16 view of storage pointers, bf16 bit conversions, 16-byte bf16
+// unpacking, warp and block reductions, the paged-KV slot of a position, and programmatic dependent launch.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,6 +11,12 @@
 #include "kernels/cuda/ops.cuh"
 
 namespace sy::cuda {
+
+// The CUDA kernels' view of the ops' storage pointers (kernels/ops.h): bf16 weights and KV cache.
+__host__ __device__ __forceinline__ const bf16_bits* bf16_storage(const void* p) {
+  return static_cast<const bf16_bits*>(p);
+}
+__host__ __device__ __forceinline__ bf16_bits* bf16_storage(void* p) { return static_cast<bf16_bits*>(p); }
 
 __device__ __forceinline__ float bf(bf16_bits v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
 __device__ __forceinline__ bf16_bits to_bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }

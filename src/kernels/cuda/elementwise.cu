@@ -1,6 +1,8 @@
-// Element-wise and per-row CUDA kernels: conversions, bias, norms, embedding, SiLU·mul, rope,
-// random fill, row gather / scatter-add.
+// Element-wise and per-row CUDA kernels: conversions, bias, norms (RMS and layer norm), embedding,
+// SiLU·mul, rope, random fill, row gather / scatter-add, the element-wise sum.
 #include <cuda_bf16.h>
+
+#include <algorithm>
 
 #include "kernels/cuda/device_utils.cuh"
 
@@ -96,7 +98,7 @@ __global__ void silu_mul_kernel(const float* gate_up, float* out, int64_t rows, 
 }
 
 // One thread per (token, head, pair).
-__global__ void rope_kernel(RopeParams p) {
+__global__ void rope_kernel(RopeArgs p) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t half = p.rotary_dim / 2;
@@ -129,6 +131,30 @@ __global__ void scatter_add_rows_kernel(float* dst, const int32_t* rows, const f
   for (int64_t i = 0; i < n; ++i) {
     const float w = weights ? weights[i] : 1.0f;
     dst[static_cast<int64_t>(rows[i]) * dim + j] += w * src[i * dim + j];
+  }
+}
+
+constexpr int kRowThreads = 128;
+
+// Layer norm, one block per row.
+__global__ void __launch_bounds__(kRowThreads)
+    layer_norm_kernel(const float* x, const bf16_bits* weight, const bf16_bits* bias, float* y, int64_t dim,
+                      float eps) {
+  __shared__ float reduce[32];
+  const float* in = x + blockIdx.x * dim;
+  float* o = y + blockIdx.x * dim;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += in[i];
+  const float mean = block_reduce<kRowThreads>(sum, false, reduce) / static_cast<float>(dim);
+  float var = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) var += (in[i] - mean) * (in[i] - mean);
+  const float inv = rsqrtf(block_reduce<kRowThreads>(var, false, reduce) / static_cast<float>(dim) + eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = (in[i] - mean) * inv * bf(weight[i]) + bf(bias[i]);
+}
+
+__global__ void add_kernel(float* y, const float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    y[i] += x[i];
   }
 }
 
@@ -190,7 +216,7 @@ void silu_mul(const float* gate_up, float* out, int64_t rows, int64_t inter, cud
   check_launch("silu_mul");
 }
 
-void rope(const RopeParams& p, cudaStream_t s) {
+void rope(const RopeArgs& p, cudaStream_t s) {
   const int64_t n = p.tokens * p.heads * (p.rotary_dim / 2);
   if (n == 0) return;
   launch_pdl(rope_kernel, dim3(blocks_for(n)), dim3(kThreads), 0, s, "rope", p);
@@ -207,6 +233,20 @@ void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, con
   if (n * dim == 0) return;
   scatter_add_rows_kernel<<<blocks_for(dim), kThreads, 0, s>>>(dst, rows, weights, src, n, dim);
   check_launch("scatter_add_rows");
+}
+
+void layer_norm(const float* x, const bf16_bits* weight, const bf16_bits* bias, float* y, int64_t rows, int64_t dim,
+                float eps, cudaStream_t s) {
+  if (rows == 0) return;
+  layer_norm_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, s>>>(x, weight, bias, y, dim, eps);
+  check_launch("layer_norm");
+}
+
+void add(float* y, const float* x, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 132 * 16));
+  add_kernel<<<blocks, 256, 0, s>>>(y, x, n);
+  check_launch("add");
 }
 
 }  // namespace sy::cuda

@@ -63,7 +63,7 @@ __device__ __forceinline__ void split_bf16(float x0, float x1, uint32_t& hi, uin
 // The block-table entries of a thread's rows are all loaded before the first copy is issued, so that
 // a tile costs one table latency, not one per row.
 template <int HD>
-__device__ __forceinline__ void load_kv_tile(bf16_bits* ks, bf16_bits* vs, const AttentionParams& p,
+__device__ __forceinline__ void load_kv_tile(bf16_bits* ks, bf16_bits* vs, const PagedAttentionArgs& p,
                                              const int32_t* table, int64_t kvh, int64_t k0, int64_t k_end) {
   constexpr int kChunks = HD / 8, kRowsPerPass = kThreads / kChunks, kPasses = kTileKeys / kRowsPerPass;
   const int c = static_cast<int>(threadIdx.x) % kChunks, r0 = static_cast<int>(threadIdx.x) / kChunks;
@@ -81,8 +81,8 @@ __device__ __forceinline__ void load_kv_tile(bf16_bits* ks, bf16_bits* vs, const
     const bool ok = kp < k_end;
     const int64_t slot = static_cast<int64_t>(block[i]) * bs + static_cast<int32_t>(kp) % bs;
     const int64_t off = ok ? (slot * p.kv_heads + kvh) * HD + c * 8 : 0;
-    cp_async16(ks + kv_offset<HD>(r, c), p.k_cache + off, ok);
-    cp_async16(vs + kv_offset<HD>(r, c), p.v_cache + off, ok);
+    cp_async16(ks + kv_offset<HD>(r, c), bf16_storage(p.k_cache) + off, ok);
+    cp_async16(vs + kv_offset<HD>(r, c), bf16_storage(p.v_cache) + off, ok);
   }
 }
 
@@ -195,7 +195,7 @@ __device__ __forceinline__ void attend_slice(RowState<HD>& st, const uint4* qf, 
   }
 }
 
-__device__ __forceinline__ int64_t first_visible(const AttentionParams& p, int64_t pos) {
+__device__ __forceinline__ int64_t first_visible(const PagedAttentionArgs& p, int64_t pos) {
   return p.sliding_window > 0 ? max(int64_t(0), pos - p.sliding_window + 1) : 0;
 }
 
@@ -204,7 +204,7 @@ __device__ __forceinline__ int64_t first_visible(const AttentionParams& p, int64
 // The four warps' states are merged through shared memory; with one split the block writes the
 // output, else an unnormalised partial (m in the log2 domain, l, acc) for gqa_attention_merge_kernel.
 template <int HD>
-__global__ void __launch_bounds__(kThreads) gqa_decode_kernel(AttentionParams p, AttentionSplit sp) {
+__global__ void __launch_bounds__(kThreads) gqa_decode_kernel(PagedAttentionArgs p, AttentionSplit sp) {
   extern __shared__ __align__(16) bf16_bits smem[];  // [kStages][K tile, V tile], then the q fragments
   uint4* qf = reinterpret_cast<uint4*>(smem + tile_bytes<HD>() / sizeof(bf16_bits));
   pdl_launch_dependents();
@@ -299,7 +299,7 @@ __global__ void __launch_bounds__(kThreads) gqa_decode_kernel(AttentionParams p,
 }
 
 // Merges the splits of every (token, head): out = Σ acc_s 2^(m_s − M) / Σ l_s 2^(m_s − M).
-__global__ void gqa_attention_merge_kernel(AttentionParams p, AttentionSplit sp) {
+__global__ void gqa_attention_merge_kernel(PagedAttentionArgs p, AttentionSplit sp) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t hd = p.head_dim;
@@ -327,7 +327,7 @@ __global__ void gqa_attention_merge_kernel(AttentionParams p, AttentionSplit sp)
 // warps, masking rows outside the run and keys outside each row's causal (and sliding) window. A
 // warp skips the 16-key slices that none of its rows sees (the causal upper triangle).
 template <int HD>
-__global__ void __launch_bounds__(kThreads) gqa_prefill_kernel(AttentionParams p) {
+__global__ void __launch_bounds__(kThreads) gqa_prefill_kernel(PagedAttentionArgs p) {
   extern __shared__ __align__(16) bf16_bits smem[];  // [kStages][K tile, V tile], then each warp's q fragments
   constexpr int kTileElems = kTileKeys * HD;
   __shared__ int32_t seq_s[kWarps * kMaxGroup];
@@ -436,7 +436,7 @@ void allow_smem(Kernel kernel, size_t bytes, const char* name) {
 }
 
 template <int HD>
-void launch_decode(const AttentionParams& p, const AttentionSplit& sp, cudaStream_t s) {
+void launch_decode(const PagedAttentionArgs& p, const AttentionSplit& sp, cudaStream_t s) {
   constexpr size_t smem = tile_bytes<HD>() + q_frag_bytes<HD>();
   allow_smem(gqa_decode_kernel<HD>, smem, "cudaFuncSetAttribute(gqa_decode)");
   launch_pdl(gqa_decode_kernel<HD>, dim3(static_cast<unsigned>(p.tokens * p.kv_heads * sp.splits)), dim3(kThreads),
@@ -444,7 +444,7 @@ void launch_decode(const AttentionParams& p, const AttentionSplit& sp, cudaStrea
 }
 
 template <int HD>
-void launch_prefill(const AttentionParams& p, cudaStream_t s) {
+void launch_prefill(const PagedAttentionArgs& p, cudaStream_t s) {
   constexpr size_t smem = tile_bytes<HD>() + kWarps * q_frag_bytes<HD>();
   allow_smem(gqa_prefill_kernel<HD>, smem, "cudaFuncSetAttribute(gqa_prefill)");
   const int64_t tile_tokens = kWarps * (kMaxGroup / (p.n_heads / p.kv_heads));
@@ -466,7 +466,7 @@ int64_t gqa_decode_splits(int64_t tokens, int64_t kv_heads, int64_t max_keys) {
   return std::max<int64_t>(1, std::min<int64_t>(want, (max_keys + kTileKeys - 1) / kTileKeys));
 }
 
-void gqa_decode_attention(const AttentionParams& p, const AttentionSplit& sp, cudaStream_t s) {
+void gqa_decode_attention(const PagedAttentionArgs& p, const AttentionSplit& sp, cudaStream_t s) {
   if (p.tokens == 0) return;
   check_supported(gqa_attention_supported(p.n_heads, p.kv_heads, p.head_dim, p.v_head_dim),
                   "gqa_decode_attention: needs a group of at most 16 heads and head_dim 32, 64 or 128");
@@ -488,7 +488,7 @@ void gqa_decode_attention(const AttentionParams& p, const AttentionSplit& sp, cu
   }
 }
 
-void gqa_prefill_attention(const AttentionParams& p, cudaStream_t s) {
+void gqa_prefill_attention(const PagedAttentionArgs& p, cudaStream_t s) {
   if (p.tokens == 0) return;
   check_supported(gqa_attention_supported(p.n_heads, p.kv_heads, p.head_dim, p.v_head_dim),
                   "gqa_prefill_attention: needs a group of at most 16 heads and head_dim 32, 64 or 128");

@@ -1,5 +1,5 @@
 // Multi-head latent attention over the bf16 latent cache, the sparse-attention indexer's top-k key
-// selection, and layer norm. Plain first versions: one block per (token, head) or per token, scores in
+// selection. Plain first versions: one block per (token, head) or per token, scores in
 // shared memory, as paged_attention; correctness against the CPU backend first, speed later.
 #include <cuda_bf16.h>
 
@@ -15,22 +15,22 @@ namespace {
 constexpr int kThreads = 128;
 
 // One block per token: RMSNorm of the latent with kv_a_layernorm, then the rope key, both to bf16.
-__global__ void __launch_bounds__(kThreads) mla_kv_write_kernel(MlaKvWriteParams p) {
+__global__ void __launch_bounds__(kThreads) mla_kv_write_kernel(MlaKvWriteArgs p) {
   __shared__ float reduce[32];
   const int64_t t = blockIdx.x, row = p.kv_lora_rank + p.rope_dim;
   const float* in = p.kv + t * row;
-  bf16_bits* out = p.cache + static_cast<int64_t>(p.slots[t]) * row;
+  bf16_bits* out = bf16_storage(p.cache) + static_cast<int64_t>(p.slots[t]) * row;
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < p.kv_lora_rank; i += blockDim.x) ss += in[i] * in[i];
   const float inv = rsqrtf(block_reduce<kThreads>(ss, false, reduce) / static_cast<float>(p.kv_lora_rank) + p.eps);
   for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
-    out[i] = to_bf(i < p.kv_lora_rank ? in[i] * inv * bf(p.norm_weight[i]) : in[i]);
+    out[i] = to_bf(i < p.kv_lora_rank ? in[i] * inv * bf(bf16_storage(p.norm_weight)[i]) : in[i]);
   }
 }
 
 // One block per (token, head): score every key (all of 0..p or the indexer's choice) into shared memory,
 // softmax, then each thread mixes some latent dims.
-__global__ void __launch_bounds__(kThreads) mla_attention_kernel(MlaAttentionParams p) {
+__global__ void __launch_bounds__(kThreads) mla_attention_kernel(MlaAttentionArgs p) {
   extern __shared__ float scores[];
   __shared__ float reduce[32];
   const int64_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(MlaAttentionPar
       scores[j] = -INFINITY;
       continue;
     }
-    const bf16_bits* c = p.cache + slot_of(table, p.block_size, k) * row;
+    const bf16_bits* c = bf16_storage(p.cache) + slot_of(table, p.block_size, k) * row;
     float dot = 0.0f;
     for (int64_t d = 0; d < p.kv_lora_rank; ++d) dot += ql[d] * bf(c[d]);
     for (int64_t d = 0; d < p.rope_dim; ++d) dot += qr[d] * bf(c[p.kv_lora_rank + d]);
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(MlaAttentionPar
     for (int64_t j = 0; j < n; ++j) {
       if (scores[j] == 0.0f) continue;
       const int64_t k = chosen ? chosen[j] : j;
-      acc += scores[j] * bf(p.cache[slot_of(table, p.block_size, k) * row + d]);
+      acc += scores[j] * bf(bf16_storage(p.cache)[slot_of(table, p.block_size, k) * row + d]);
     }
     p.out[(t * p.n_heads + h) * p.kv_lora_rank + d] = acc * inv;
   }
@@ -84,7 +84,7 @@ __device__ __forceinline__ uint32_t ordered(float f) {
 // One block per token: the index score of every visible key into shared memory, a radix select of the
 // top_k-th largest score, then a stable compaction that writes the chosen positions in ascending order
 // (keys equal to the threshold: the lowest positions first).
-__global__ void __launch_bounds__(kThreads) indexer_topk_kernel(IndexerTopkParams p) {
+__global__ void __launch_bounds__(kThreads) indexer_topk_kernel(IndexerTopkArgs p) {
   extern __shared__ float scores[];
   __shared__ uint32_t hist[256];
   __shared__ uint32_t s_prefix, s_remaining;
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kThreads) indexer_topk_kernel(IndexerTopkParam
   const int64_t t = blockIdx.x, n_keys = static_cast<int64_t>(p.positions[t]) + 1;
   const int32_t* table = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks;
   for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) {
-    const bf16_bits* key = p.k_cache + slot_of(table, p.block_size, j) * p.head_dim;
+    const bf16_bits* key = bf16_storage(p.k_cache) + slot_of(table, p.block_size, j) * p.head_dim;
     float s = 0.0f;
     for (int64_t h = 0; h < p.n_heads; ++h) {
       const float* q = p.q + (t * p.n_heads + h) * p.head_dim;
@@ -169,21 +169,6 @@ __global__ void __launch_bounds__(kThreads) indexer_topk_kernel(IndexerTopkParam
   }
 }
 
-// One block per row.
-__global__ void __launch_bounds__(kThreads) layer_norm_kernel(const float* x, const bf16_bits* weight,
-                                                              const bf16_bits* bias, float* y, int64_t dim, float eps) {
-  __shared__ float reduce[32];
-  const float* in = x + blockIdx.x * dim;
-  float* o = y + blockIdx.x * dim;
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += in[i];
-  const float mean = block_reduce<kThreads>(sum, false, reduce) / static_cast<float>(dim);
-  float var = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) var += (in[i] - mean) * (in[i] - mean);
-  const float inv = rsqrtf(block_reduce<kThreads>(var, false, reduce) / static_cast<float>(dim) + eps);
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = (in[i] - mean) * inv * bf(weight[i]) + bf(bias[i]);
-}
-
 // Raises a kernel's dynamic shared memory limit when a launch needs more than the default 48 KiB.
 template <typename Kernel>
 void allow_shared_memory(Kernel kernel, const char* name, size_t bytes, size_t& configured) {
@@ -195,13 +180,13 @@ void allow_shared_memory(Kernel kernel, const char* name, size_t bytes, size_t& 
 
 }  // namespace
 
-void mla_kv_write(const MlaKvWriteParams& p, cudaStream_t s) {
+void mla_kv_write(const MlaKvWriteArgs& p, cudaStream_t s) {
   if (p.tokens == 0) return;
   mla_kv_write_kernel<<<static_cast<unsigned>(p.tokens), kThreads, 0, s>>>(p);
   check_launch("mla_kv_write");
 }
 
-void mla_attention(const MlaAttentionParams& p, cudaStream_t s) {
+void mla_attention(const MlaAttentionArgs& p, cudaStream_t s) {
   if (p.tokens == 0 || p.n_heads == 0) return;
   const int64_t keys = p.key_positions ? p.n_selected : p.max_blocks * p.block_size;
   const size_t smem = static_cast<size_t>(keys) * sizeof(float);
@@ -211,20 +196,13 @@ void mla_attention(const MlaAttentionParams& p, cudaStream_t s) {
   check_launch("mla_attention");
 }
 
-void indexer_topk(const IndexerTopkParams& p, cudaStream_t s) {
+void indexer_topk(const IndexerTopkArgs& p, cudaStream_t s) {
   if (p.tokens == 0) return;
   const size_t smem = static_cast<size_t>(p.max_blocks * p.block_size) * sizeof(float);
   static size_t configured = 48 * 1024 - 2 * kThreads * sizeof(int32_t) - 256 * sizeof(uint32_t) - 64;
   allow_shared_memory(indexer_topk_kernel, "indexer_topk", smem, configured);
   indexer_topk_kernel<<<static_cast<unsigned>(p.tokens), kThreads, smem, s>>>(p);
   check_launch("indexer_topk");
-}
-
-void layer_norm(const float* x, const bf16_bits* weight, const bf16_bits* bias, float* y, int64_t rows, int64_t dim,
-                float eps, cudaStream_t s) {
-  if (rows == 0) return;
-  layer_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, weight, bias, y, dim, eps);
-  check_launch("layer_norm");
 }
 
 }  // namespace sy::cuda

@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_
 // ---- combine --------------------------------------------------------------------------------------
 
 // out[t, j] = Σ_k weights[t, k] · y[t·K + k, j], k in order (no atomics: the same sum every run).
-__global__ void moe_grouped_combine_kernel(MoeGroupedParams p) {
+__global__ void moe_grouped_combine_kernel(MoeExpertsArgs p, const float* y) {
   const int64_t quads = p.hidden / 4;
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= p.tokens * quads) return;
@@ -323,7 +323,7 @@ __global__ void moe_grouped_combine_kernel(MoeGroupedParams p) {
     const int e = p.expert_ids[pair];
     if (e < 0 || e >= p.n_experts) continue;
     const float w = p.weights[pair];
-    const float4 v = reinterpret_cast<const float4*>(p.y + pair * p.hidden)[j];
+    const float4 v = reinterpret_cast<const float4*>(y + pair * p.hidden)[j];
     s.x += w * v.x;
     s.y += w * v.y;
     s.z += w * v.z;
@@ -356,20 +356,25 @@ using Tiles128 = TileConfig<128, 2, 3, 2>;
 int64_t max_tiles(int64_t pairs, int64_t n_experts, int tile_m) { return (pairs + tile_m - 1) / tile_m + n_experts; }
 
 template <typename Config>
-void run_gemms(const MoeGroupedParams& p, cudaStream_t s) {
+void run_gemms(const MoeExpertsArgs& p, const MoeGroupedScratch& g, cudaStream_t s) {
   const int64_t pairs = p.tokens * p.top_k, tiles = max_tiles(pairs, p.n_experts, Config::kBM);
-  check_supported(p.tile_m == Config::kBM, "moe_grouped: tile_m must be 16, 32, 64 or 128");
-  Config::template launch<true>({.a = p.x_bf16,
-                                 .w = p.gate_up,
-                                 .route = p.route,
-                                 .out = p.act,
+  check_supported(g.tile_m == Config::kBM, "moe_grouped: tile_m must be 16, 32, 64 or 128");
+  Config::template launch<true>({.a = g.x_bf16,
+                                 .w = bf16_storage(p.gate_up),
+                                 .route = g.route,
+                                 .out = g.act,
                                  .k = p.hidden,
                                  .n_out = p.inter,
                                  .top_k = p.top_k},
                                 tiles, (p.inter + kBN / 2 - 1) / (kBN / 2), s, "grouped_gemm(gate_up)");
-  Config::template launch<false>(
-      {.a = p.act, .w = p.down, .route = p.route, .out = p.y, .k = p.inter, .n_out = p.hidden, .top_k = p.top_k}, tiles,
-      (p.hidden + kBN - 1) / kBN, s, "grouped_gemm(down)");
+  Config::template launch<false>({.a = g.act,
+                                  .w = bf16_storage(p.down),
+                                  .route = g.route,
+                                  .out = g.y,
+                                  .k = p.inter,
+                                  .n_out = p.hidden,
+                                  .top_k = p.top_k},
+                                 tiles, (p.hidden + kBN - 1) / kBN, s, "grouped_gemm(down)");
 }
 
 }  // namespace
@@ -400,7 +405,7 @@ GroupedRoute moe_grouped_route_at(int32_t* base, int64_t pairs, int64_t n_expert
           .tile_rows = base + pairs + 2 * tiles};
 }
 
-void moe_grouped_dispatch(const MoeGroupedParams& p, cudaStream_t s) {
+void moe_grouped_dispatch(const MoeExpertsArgs& p, const MoeGroupedScratch& g, cudaStream_t s) {
   const int64_t pairs = p.tokens * p.top_k;
   if (pairs == 0) return;
   check_supported(moe_grouped_supported(p.hidden, p.inter, p.n_experts),
@@ -411,31 +416,31 @@ void moe_grouped_dispatch(const MoeGroupedParams& p, cudaStream_t s) {
   moe_route_kernel<<<1, warps * 32, smem, s>>>({.expert_ids = p.expert_ids,
                                                 .pairs = pairs,
                                                 .n_experts = E,
-                                                .tile_m = p.tile_m,
-                                                .max_tiles = static_cast<int>(max_tiles(pairs, E, p.tile_m)),
-                                                .route = p.route});
+                                                .tile_m = g.tile_m,
+                                                .max_tiles = static_cast<int>(max_tiles(pairs, E, g.tile_m)),
+                                                .route = g.route});
   check_launch("moe_route");
-  f32_to_bf16(p.x, p.x_bf16, p.tokens * p.hidden, s);
+  f32_to_bf16(p.x, g.x_bf16, p.tokens * p.hidden, s);
 }
 
-void moe_grouped_gemms(const MoeGroupedParams& p, cudaStream_t s) {
+void moe_grouped_gemms(const MoeExpertsArgs& p, const MoeGroupedScratch& g, cudaStream_t s) {
   if (p.tokens * p.top_k == 0) return;
-  switch (p.tile_m) {
+  switch (g.tile_m) {
     case Tiles16::kBM:
-      return run_gemms<Tiles16>(p, s);
+      return run_gemms<Tiles16>(p, g, s);
     case Tiles32::kBM:
-      return run_gemms<Tiles32>(p, s);
+      return run_gemms<Tiles32>(p, g, s);
     case Tiles64::kBM:
-      return run_gemms<Tiles64>(p, s);
+      return run_gemms<Tiles64>(p, g, s);
     default:
-      return run_gemms<Tiles128>(p, s);
+      return run_gemms<Tiles128>(p, g, s);
   }
 }
 
-void moe_grouped_combine(const MoeGroupedParams& p, cudaStream_t s) {
+void moe_grouped_combine(const MoeExpertsArgs& p, const MoeGroupedScratch& g, cudaStream_t s) {
   const int64_t n = p.tokens * p.hidden / 4;
   if (n == 0) return;
-  moe_grouped_combine_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(p);
+  moe_grouped_combine_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(p, g.y);
   check_launch("moe_grouped_combine");
 }
 

@@ -16,7 +16,7 @@ constexpr int kDownPairs = 4;    // pairs whose down rows a warp streams togethe
 constexpr int kDownBatch = 4;    // 16-byte chunks per pair and lane in flight
 
 // One warp per intermediate row i of one (token, expert) pair: gate and up rows together.
-__global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeSmallBatchParams p) {
+__global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeExpertsArgs p, float* act) {
   extern __shared__ float x_s[];  // [hidden]
   pdl_launch_dependents();
   pdl_wait();  // the expert ids and x come from the previous kernels
@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeSmallBatchP
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   const int64_t chunks = i < p.inter ? p.hidden / 8 : 0;
-  const bf16_bits* base = p.gate_up + e * 2 * p.inter * p.hidden;
+  const bf16_bits* base = bf16_storage(p.gate_up) + e * 2 * p.inter * p.hidden;
   const uint4* g_row = reinterpret_cast<const uint4*>(base + i * p.hidden);
   const uint4* u_row = reinterpret_cast<const uint4*>(base + (p.inter + i) * p.hidden);
   uint4 gw[kGateUpBatch] = {}, uw[kGateUpBatch] = {};
@@ -63,12 +63,12 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeSmallBatchP
   }
   g = warp_sum(g);
   u = warp_sum(u);
-  if (lane == 0) p.act[pair * p.inter + i] = g / (1.0f + __expf(-g)) * u;
+  if (lane == 0) act[pair * p.inter + i] = g / (1.0f + __expf(-g)) * u;
 }
 
 // One warp per hidden row j of one token: y_k = down[e_k][j, :] · bf16(act[t·K + k]) for each of the
 // token's pairs k, then out[t, j] = Σ_k weights[t, k] · y_k with k in order (the combine).
-__global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeSmallBatchParams p) {
+__global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeExpertsArgs p, const float* act) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t t = blockIdx.y;
@@ -83,9 +83,9 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeSmallB
 #pragma unroll
     for (int q = 0; q < kDownPairs; ++q) {
       const int64_t pair = t * p.top_k + min(k0 + q, p.top_k - 1);
-      rows[q] =
-          reinterpret_cast<const uint4*>(p.down + (static_cast<int64_t>(p.expert_ids[pair]) * p.hidden + j) * p.inter);
-      acts[q] = p.act + pair * p.inter;
+      rows[q] = reinterpret_cast<const uint4*>(bf16_storage(p.down) +
+                                               (static_cast<int64_t>(p.expert_ids[pair]) * p.hidden + j) * p.inter);
+      acts[q] = act + pair * p.inter;
     }
     float y[kDownPairs] = {};
     for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kDownBatch) {
@@ -127,15 +127,15 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeSmallB
 
 bool moe_small_batch_supported(int64_t hidden, int64_t inter) { return hidden % 8 == 0 && inter % 8 == 0; }
 
-void moe_small_batch(const MoeSmallBatchParams& p, cudaStream_t s) {
+void moe_small_batch(const MoeExpertsArgs& p, float* act, cudaStream_t s) {
   const int64_t pairs = p.tokens * p.top_k;
   if (pairs == 0) return;
   launch_pdl(moe_gate_up_kernel,
              dim3(static_cast<unsigned>((p.inter + kWarps - 1) / kWarps), static_cast<unsigned>(pairs)),
-             dim3(kWarps * 32), static_cast<size_t>(p.hidden) * sizeof(float), s, "moe_gate_up", p);
+             dim3(kWarps * 32), static_cast<size_t>(p.hidden) * sizeof(float), s, "moe_gate_up", p, act);
   launch_pdl(moe_down_combine_kernel,
              dim3(static_cast<unsigned>((p.hidden + kWarps - 1) / kWarps), static_cast<unsigned>(p.tokens)),
-             dim3(kWarps * 32), 0, s, "moe_down_combine", p);
+             dim3(kWarps * 32), 0, s, "moe_down_combine", p, static_cast<const float*>(act));
 }
 
 }  // namespace sy::cuda

@@ -1,8 +1,8 @@
-// Sigmoid group-limited routing (DeepSeek-V3 noaux_tc) and the element-wise sum of the shared experts.
+// Routing: softmax top-k (Qwen3-MoE, Mixtral) and sigmoid group-limited top-k (DeepSeek-V3 noaux_tc).
 #include <algorithm>
 #include <cfloat>
 
-#include "kernels/cuda/mla_ops.cuh"
+#include "kernels/cuda/device_utils.cuh"
 
 namespace sy::cuda {
 
@@ -84,9 +84,73 @@ __global__ void grouped_topk_kernel(GroupedTopkArgs a) {
   }
 }
 
-__global__ void add_kernel(float* y, const float* x, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    y[i] += x[i];
+// One warp per token: softmax over the experts (lanes stride over them), then top_k rounds of a warp
+// argmax (highest first, lower id on ties, as the CPU kernel does), each winner removed from the next
+// round. A NaN logit ranks lowest (as -FLT_MAX) so that every id written is a real expert whatever the
+// input, and makes every weight of its token NaN, as the CPU kernel's softmax does: the NaN reaches the
+// logits, where the engine ends the request, instead of a wild index or a silently finite routing.
+constexpr int kMaxExpertsPerLane = 16;  // up to 512 experts
+
+__global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* weights, int64_t tokens,
+                                    int64_t n_experts, int64_t top_k, bool renormalize) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int64_t t = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (t >= tokens) return;
+  const float* row = logits + t * n_experts;
+  float v[kMaxExpertsPerLane];
+  float m = -FLT_MAX;
+  bool nan_seen = false;
+#pragma unroll
+  for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+    const int64_t e = lane + 32 * i;
+    const float x = e < n_experts ? row[e] : -FLT_MAX;
+    nan_seen = nan_seen || isnan(x);
+    v[i] = isnan(x) ? -FLT_MAX : x;
+    m = fmaxf(m, v[i]);
+  }
+  const bool nan_row = __any_sync(0xffffffffu, nan_seen);
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+    if (lane + 32 * i < n_experts) sum += expf(v[i] - m);
+  }
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  float chosen_sum = 0.0f;
+  for (int64_t k = 0; k < top_k; ++k) {
+    float best = -INFINITY;  // below every value left, so that some expert always wins
+    int best_e = INT_MAX;
+#pragma unroll
+    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+      const int e = lane + 32 * i;
+      if (e < n_experts && (v[i] > best || (v[i] == best && e < best_e))) {
+        best = v[i];
+        best_e = e;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
+      if (ob > best || (ob == best && oe < best_e)) {
+        best = ob;
+        best_e = oe;
+      }
+    }
+    const float pr = nan_row ? __int_as_float(0x7fc00000) : expf(best - m) / sum;
+    if (lane == 0) {
+      ids[t * top_k + k] = best_e;
+      weights[t * top_k + k] = pr;
+    }
+    chosen_sum += pr;
+#pragma unroll
+    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+      if (lane + 32 * i == best_e) v[i] = -INFINITY;  // taken: below every value not taken
+    }
+  }
+  if (renormalize && lane == 0) {
+    for (int64_t k = 0; k < top_k; ++k) weights[t * top_k + k] /= chosen_sum;
   }
 }
 
@@ -102,11 +166,11 @@ void grouped_topk(const GroupedTopkArgs& a, cudaStream_t s) {
   check_launch("grouped_topk");
 }
 
-void add(float* y, const float* x, int64_t n, cudaStream_t s) {
-  if (n == 0) return;
-  const auto blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 132 * 16));
-  add_kernel<<<blocks, 256, 0, s>>>(y, x, n);
-  check_launch("add");
+void softmax_topk(const SoftmaxTopkArgs& a, cudaStream_t s) {
+  if (a.tokens == 0) return;
+  check_supported(a.n_experts <= 32 * kMaxExpertsPerLane, "softmax_topk handles at most 512 experts");
+  launch_pdl(softmax_topk_kernel, dim3(static_cast<unsigned>((a.tokens + 3) / 4)), dim3(128), 0, s, "softmax_topk",
+             a.logits, a.expert_ids, a.weights, a.tokens, a.n_experts, a.top_k, a.renormalize);
 }
 
 }  // namespace sy::cuda

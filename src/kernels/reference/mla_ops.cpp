@@ -21,11 +21,12 @@ void mla_kv_write(const MlaKvWriteArgs& a) {
   const int64_t row = a.kv_lora_rank + a.rope_dim;
   for (int64_t t = 0; t < a.tokens; ++t) {
     const float* in = a.kv + t * row;
-    float* out = a.cache + int64_t(a.slots[t]) * row;
+    float* out = f32_storage(a.cache) + int64_t(a.slots[t]) * row;
     double sum_sq = 0.0;
     for (int64_t i = 0; i < a.kv_lora_rank; ++i) sum_sq += double(in[i]) * double(in[i]);
     const double inv_rms = 1.0 / std::sqrt(sum_sq / double(a.kv_lora_rank) + double(a.eps));
-    for (int64_t i = 0; i < a.kv_lora_rank; ++i) out[i] = float(double(in[i]) * inv_rms * double(a.norm_weight[i]));
+    for (int64_t i = 0; i < a.kv_lora_rank; ++i)
+      out[i] = float(double(in[i]) * inv_rms * double(f32_storage(a.norm_weight)[i]));
     for (int64_t i = a.kv_lora_rank; i < row; ++i) out[i] = in[i];
   }
 }
@@ -36,7 +37,7 @@ void head_linear(const HeadLinearArgs& a) {
   for (int64_t t = 0; t < a.tokens; ++t) {
     for (int64_t h = 0; h < a.heads; ++h) {
       const float* x = a.x + (t * a.heads + h) * a.x_stride;
-      const float* w = a.w + h * a.w_head_stride;
+      const float* w = f32_storage(a.w) + h * a.w_head_stride;
       for (int64_t o = 0; o < a.out; ++o) {
         double acc = 0.0;
         for (int64_t i = 0; i < a.in; ++i)
@@ -67,7 +68,8 @@ void mla_attention(const MlaAttentionArgs& a) {
       std::vector<double> scores;
       std::vector<const float*> rows;
       for (int64_t k : keys) {
-        const float* c = a.cache + slot_of(a.block_tables, a.max_blocks, a.block_size, a.token_seq[t], k) * row;
+        const float* c =
+            f32_storage(a.cache) + slot_of(a.block_tables, a.max_blocks, a.block_size, a.token_seq[t], k) * row;
         double dot = 0.0;
         for (int64_t d = 0; d < a.kv_lora_rank; ++d) dot += double(ql[d]) * double(c[d]);
         for (int64_t d = 0; d < a.rope_dim; ++d) dot += double(qr[d]) * double(c[a.kv_lora_rank + d]);
@@ -95,7 +97,7 @@ void indexer_topk(const IndexerTopkArgs& a) {
     std::vector<std::pair<double, int64_t>> scored;  // (score, position)
     for (int64_t k = 0; k <= p; ++k) {
       const float* key =
-          a.k_cache + slot_of(a.block_tables, a.max_blocks, a.block_size, a.token_seq[t], k) * a.head_dim;
+          f32_storage(a.k_cache) + slot_of(a.block_tables, a.max_blocks, a.block_size, a.token_seq[t], k) * a.head_dim;
       double score = 0.0;
       for (int64_t h = 0; h < a.n_heads; ++h) {
         const float* q = a.q + (t * a.n_heads + h) * a.head_dim;

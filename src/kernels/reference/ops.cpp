@@ -102,10 +102,10 @@ void kv_write(const KvWriteArgs& a) {
   for (int64_t t = 0; t < a.tokens; ++t) {
     const int64_t slot = a.slots[t];
     for (int64_t i = 0; i < a.kv_heads * a.head_dim; ++i) {
-      a.k_cache[slot * a.kv_heads * a.head_dim + i] = a.k[t * a.kv_heads * a.head_dim + i];
+      f32_storage(a.k_cache)[slot * a.kv_heads * a.head_dim + i] = a.k[t * a.kv_heads * a.head_dim + i];
     }
     for (int64_t i = 0; i < a.kv_heads * a.v_head_dim; ++i) {
-      a.v_cache[slot * a.kv_heads * a.v_head_dim + i] = a.v[t * a.kv_heads * a.v_head_dim + i];
+      f32_storage(a.v_cache)[slot * a.kv_heads * a.v_head_dim + i] = a.v[t * a.kv_heads * a.v_head_dim + i];
     }
   }
 }
@@ -131,7 +131,7 @@ void paged_attention(const PagedAttentionArgs& a) {
           continue;
         }
         const int64_t slot = int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size;
-        const float* k = a.k_cache + (slot * a.kv_heads + kvh) * a.head_dim;
+        const float* k = f32_storage(a.k_cache) + (slot * a.kv_heads + kvh) * a.head_dim;
         double dot = 0.0;
         for (int64_t d = 0; d < a.head_dim; ++d) {
           dot += double(q[d]) * double(k[d]);
@@ -152,7 +152,7 @@ void paged_attention(const PagedAttentionArgs& a) {
       for (int64_t d = 0; d < a.v_head_dim; ++d) {
         double acc = 0.0;
         for (size_t j = 0; j < slots.size(); ++j) {
-          acc += scores[j] / sum * double(a.v_cache[(slots[j] * a.kv_heads + kvh) * a.v_head_dim + d]);
+          acc += scores[j] / sum * double(f32_storage(a.v_cache)[(slots[j] * a.kv_heads + kvh) * a.v_head_dim + d]);
         }
         out[d] = float(acc);
       }
