@@ -57,23 +57,6 @@ void check_model_size(const ModelDesc& s, const std::string& source) {
            kMaxExpertLayers);
 }
 
-// quantization_config: fp8 with weight_block_size is the block-fp8 form; other methods are recorded by name.
-WeightQuant read_quant(const ConfigJson& cfg) {
-  WeightQuant quant;
-  if (const std::optional<ConfigJson> q = cfg.child("quantization_config")) {
-    quant.method = q->get_string("quant_method", "unknown");
-    if (quant.method == "fp8" && q->has("weight_block_size")) {
-      const std::vector<int64_t> block = q->get_int_list("weight_block_size");
-      SY_CHECK(block.size() == 2 && block[0] > 0 && block[1] > 0,
-               "{}: weight_block_size must be two positive integers, got {} values", q->source(), block.size());
-      quant.block_fp8 = true;
-      quant.block_rows = block[0];
-      quant.block_cols = block[1];
-    }
-  }
-  return quant;
-}
-
 }  // namespace
 
 int64_t ModelDesc::moe_layer_count() const { return std::count(layer_ffn.begin(), layer_ffn.end(), FfnKind::moe); }

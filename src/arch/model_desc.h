@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/quant.h"
 #include "base/dtype.h"
 #include "io/model_config.h"
 
@@ -60,14 +61,6 @@ struct MoeDesc {
   int64_t n_group = 1;       // sigmoid: experts form n_group equal groups, only the topk_group best are eligible
   int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;  // sigmoid: multiplies the final routed weights
-};
-
-// fp8 checkpoints with one fp32 scale per block of weights (DeepSeek-V3 style quantization_config).
-struct WeightQuant {
-  std::string method;  // quantization_config.quant_method; empty = unquantised
-  bool block_fp8 = false;
-  int64_t block_rows = 0;
-  int64_t block_cols = 0;
 };
 
 // Checkpoint names where the families differ, relative to model.layers.{i}. (the rest is common to all:

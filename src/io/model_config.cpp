@@ -45,6 +45,12 @@ std::optional<ConfigJson> ConfigJson::child(const std::string& key) const {
   return ConfigJson(std::move(impl), source_ + " (" + key + ")");
 }
 
+std::vector<std::string> ConfigJson::keys() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : impl_->json.items()) out.push_back(k);
+  return out;
+}
+
 bool ConfigJson::has(const std::string& key) const {
   auto it = impl_->json.find(key);
   return it != impl_->json.end() && !it->is_null();

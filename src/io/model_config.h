@@ -48,6 +48,8 @@ class ConfigJson {
   // A nested object (e.g. quantization_config) with the same getters; errors name it after the file.
   // Absent or null: nullopt; present but not an object: an error.
   std::optional<ConfigJson> child(const std::string& key) const;
+  // The keys of this object, sorted (quantization_config's config_groups).
+  std::vector<std::string> keys() const;
 
   // Required / defaulted scalar getters. A present key of the wrong type, or a value outside its range, is
   // an error naming the key, the value, the range and the file. Integers lie in [min_value, bound], where

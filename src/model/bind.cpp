@@ -102,7 +102,7 @@ std::unique_ptr<Model> build_model(const ModelDesc& d, const LoadOptions& opt, W
   spec.check_finite = opt.check_finite;
   spec.rope = compute_rope_table(d.rope, d.attn.rotary_dim, d.max_position);
 
-  if (d.quant.block_fp8) loader.set_fp8_blocks(d.quant.block_rows, d.quant.block_cols);
+  loader.set_quant(d.quant);
   const int64_t built = layers_to_build(d.n_layers, opt.max_layers, loader);
   skip_nextn_layers(loader, d.n_layers, d.nextn_layers);
   spec.info.n_layers = built;

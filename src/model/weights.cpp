@@ -95,7 +95,7 @@ WeightPtr WeightLoader::bind(const std::string& name, const Shape& shape, Weight
 }
 
 bool WeightLoader::has(const std::string& name) const {
-  return checkpoint_ == nullptr || checkpoint_->find(name) != nullptr;
+  return checkpoint_ == nullptr || checkpoint_->find(name) != nullptr || checkpoint_->find(int4_packed_name(name));
 }
 
 const float* WeightLoader::bind_f32(const std::string& name, const Shape& shape) {
@@ -146,6 +146,7 @@ void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, 
     }
   }
   const TensorInfo* t = check_tensor(name, shape);
+  if (t->name != name) return fill_int4(name, shape, *t, dst, target, slice);
   const size_t esize = dtype_size(t->dtype);
   store_.checkpoint_bytes += n * esize;
   if (t->dtype == DType::f8_e4m3) return fill_fp8(*t, dst, target, slice);
@@ -176,6 +177,9 @@ void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, 
 
 const TensorInfo* WeightLoader::check_tensor(const std::string& name, const Shape& shape) const {
   const TensorInfo* t = checkpoint_->find(name);
+  if (t == nullptr) {
+    if (const TensorInfo* packed = checkpoint_->find(int4_packed_name(name))) return check_int4(name, shape, *packed);
+  }
   SY_CHECK(t != nullptr,
            "checkpoint {} has no tensor '{}' (expected shape {}); is the checkpoint complete and of "
            "this architecture?",
@@ -192,10 +196,11 @@ const TensorInfo* WeightLoader::check_tensor(const std::string& name, const Shap
   return t;
 }
 
-void WeightLoader::set_fp8_blocks(int64_t rows, int64_t cols) {
-  SY_CHECK(rows > 0 && cols > 0, "FP8 block of {}x{} (a model definition error)", rows, cols);
-  fp8_block_rows_ = rows;
-  fp8_block_cols_ = cols;
+void WeightLoader::set_quant(const WeightQuant& quant) {
+  SY_CHECK(!quant.block_fp8 || (quant.block_rows > 0 && quant.block_cols > 0),
+           "FP8 block of {}x{} (a model definition error)", quant.block_rows, quant.block_cols);
+  SY_CHECK(!quant.int4_group || quant.group_size > 0, "INT4 group of {} (a model definition error)", quant.group_size);
+  quant_ = quant;
 }
 
 namespace {
@@ -203,7 +208,7 @@ std::string scale_name(const std::string& weight) { return weight + "_scale_inv"
 }  // namespace
 
 const TensorInfo* WeightLoader::check_fp8_scales(const TensorInfo& t) const {
-  SY_CHECK(fp8_block_rows_ > 0,
+  SY_CHECK(quant_.block_fp8,
            "{}: tensor '{}' is F8_E4M3 but config.json has no quantization_config with quant_method \"fp8\" and "
            "weight_block_size, so its scales cannot be read; block-scaled FP8 (DeepSeek-V3's form) is the FP8 "
            "form switchyard reads",
@@ -212,16 +217,17 @@ const TensorInfo* WeightLoader::check_fp8_scales(const TensorInfo& t) const {
            cut_for_message(t.name), t.shape.str());
   const std::string sn = scale_name(t.name);
   const TensorInfo* s = checkpoint_->find(sn);
-  const Shape grid{ceil_div_sat(t.shape[0], fp8_block_rows_), ceil_div_sat(t.shape[1], fp8_block_cols_)};
+  const Shape grid{ceil_div_sat(t.shape[0], quant_.block_rows), ceil_div_sat(t.shape[1], quant_.block_cols)};
   SY_CHECK(s != nullptr,
            "checkpoint {} has the F8_E4M3 weight '{}' {} but not its block scales '{}' (expected {} for blocks of "
            "{}x{}, quantization_config.weight_block_size)",
            checkpoint_->dir().string(), cut_for_message(t.name), t.shape.str(), cut_for_message(sn), grid.str(),
-           fp8_block_rows_, fp8_block_cols_);
+           quant_.block_rows, quant_.block_cols);
   SY_CHECK(s->shape == grid,
            "{}: block scales '{}' have shape {}, but weight {} in blocks of {}x{} "
            "(quantization_config.weight_block_size) needs {}",
-           s->file, cut_for_message(sn), s->shape.str(), t.shape.str(), fp8_block_rows_, fp8_block_cols_, grid.str());
+           s->file, cut_for_message(sn), s->shape.str(), t.shape.str(), quant_.block_rows, quant_.block_cols,
+           grid.str());
   SY_CHECK(s->dtype == DType::f32 || s->dtype == DType::bf16,
            "{}: block scales '{}' have dtype {}; expected F32 or BF16", s->file, cut_for_message(sn),
            dtype_name(s->dtype));
@@ -237,8 +243,8 @@ void WeightLoader::fill_fp8(const TensorInfo& t, void* dst, DType target, const 
   const int64_t col0 = !slice.whole() && slice.dim == 1 ? slice.start : 0;
   const int64_t cols = !slice.whole() && slice.dim == 1 ? slice.count : C;
   // The scale blocks the slice touches, as the planner counts them for a rank's share.
-  const int64_t block_rows = (row0 + rows - 1) / fp8_block_rows_ - row0 / fp8_block_rows_ + 1;
-  const int64_t block_cols = (col0 + cols - 1) / fp8_block_cols_ - col0 / fp8_block_cols_ + 1;
+  const int64_t block_rows = (row0 + rows - 1) / quant_.block_rows - row0 / quant_.block_rows + 1;
+  const int64_t block_cols = (col0 + cols - 1) / quant_.block_cols - col0 / quant_.block_cols + 1;
   store_.checkpoint_bytes += static_cast<size_t>(block_rows * block_cols) * dtype_size(s->dtype);
   if (store_.checks_only) return;
   show_progress(static_cast<size_t>(rows * cols));
@@ -255,11 +261,11 @@ void WeightLoader::dequantise_fp8(const TensorInfo& t, const TensorInfo& scales,
   const auto* q = reinterpret_cast<const uint8_t*>(t.data);
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t r = row0 + i;
-    const float* scale_row = scale_staging_.data() + (r / fp8_block_rows_) * grid_cols;
+    const float* scale_row = scale_staging_.data() + (r / quant_.block_rows) * grid_cols;
     float* out = staging_.data() + i * cols;
     for (int64_t j = 0; j < cols; ++j) {
       const int64_t c = col0 + j;
-      out[j] = f8_e4m3_to_f32(q[r * C + c]) * scale_row[c / fp8_block_cols_];
+      out[j] = f8_e4m3_to_f32(q[r * C + c]) * scale_row[c / quant_.block_cols];
     }
   }
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/quant.h"
 #include "backend/backend.h"
 #include "io/safetensors.h"
 #include "model/parallel.h"
@@ -69,10 +70,12 @@ class WeightLoader {
   void* at(void* base, int64_t i) const;
   // Tensors under this name prefix are deliberately not used (e.g. layers cut by --layers).
   void skip_prefix(const std::string& prefix);
-  // The checkpoint's FP8 weights are block-scaled (quantization_config.weight_block_size [rows, cols]): an
-  // F8_E4M3 tensor X.weight [out, in] is read as float(q[i, j]) * X.weight_scale_inv[i / rows, j / cols],
-  // the scales ([ceil(out / rows), ceil(in / cols)], F32 or BF16) bound with it.
-  void set_fp8_blocks(int64_t rows, int64_t cols);
+  // How the checkpoint's linear weights are quantised (quantization_config). Block-scaled FP8: an F8_E4M3
+  // tensor X.weight [out, in] is read as float(q[i, j]) * X.weight_scale_inv[i / rows, j / cols], the
+  // scales ([ceil(out / rows), ceil(in / cols)], F32 or BF16) bound with it. INT4 (compressed-tensors
+  // pack-quantized): a weight X.weight that quant.quantises() is read from X.weight_packed, X.weight_scale
+  // and X.weight_shape (model/weights_int4.cpp). Either way the weight reaches the device dequantised.
+  void set_quant(const WeightQuant& quant);
   bool has(const std::string& name) const;
   // Throws if a checkpoint tensor was neither bound nor skipped.
   void finish();
@@ -88,11 +91,17 @@ class WeightLoader {
   void upload_staging(void* dst, size_t n, DType target);  // staging_ (fp32) → dst in `target`
   void* allocate_bytes(size_t bytes);
   // The checkpoint's tensor `name`, which must have `shape` and a dtype this loader converts (for FP8, with
-  // a scale tensor of the block grid's shape).
+  // a scale tensor of the block grid's shape); for an INT4 weight, its X.weight_packed (check_int4).
   const TensorInfo* check_tensor(const std::string& name, const Shape& shape) const;
   // The block scales of the FP8 weight `t`, checked against it.
   const TensorInfo* check_fp8_scales(const TensorInfo& t) const;
   void fill_fp8(const TensorInfo& t, void* dst, DType target, const Slice& slice);
+  // The INT4 weight `name` [out, in]: its packed words `packed`, group scales and shape checked against it
+  // and the config; returns &packed.
+  const TensorInfo* check_int4(const std::string& name, const Shape& shape, const TensorInfo& packed) const;
+  // The INT4 weight `name` [out, in] from its packed words `packed` (check_int4's), dequantised.
+  void fill_int4(const std::string& name, const Shape& shape, const TensorInfo& packed, void* dst, DType target,
+                 const Slice& slice);
   // Rows [row0, row0 + rows) x columns [col0, col0 + cols) of the FP8 weight `t`, dequantised into staging_.
   void dequantise_fp8(const TensorInfo& t, const TensorInfo& scales, int64_t row0, int64_t rows, int64_t col0,
                       int64_t cols);
@@ -107,8 +116,7 @@ class WeightLoader {
   std::vector<float> staging_;
   std::vector<uint16_t> staging16_;
   std::vector<float> scale_staging_;
-  int64_t fp8_block_rows_ = 0;  // 0: the checkpoint has no block-scaled FP8 weights
-  int64_t fp8_block_cols_ = 0;
+  WeightQuant quant_;
   // Loading progress on a terminal (rank 0, checkpoint weights): bytes read of the checkpoint's total.
   void show_progress(size_t bytes);
   bool progress_on_ = false;
@@ -116,5 +124,9 @@ class WeightLoader {
   size_t progress_total_ = 0;
   int progress_shown_ = -1;  // percent last drawn
 };
+
+// INT4 (compressed-tensors): the packed tensor of the weight `weight` (X.weight → X.weight_packed; other
+// names map to a name no tensor has).
+std::string int4_packed_name(const std::string& weight);
 
 }  // namespace sy

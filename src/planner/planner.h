@@ -60,7 +60,8 @@ struct LayoutCheck {
 
 // Every rule: the structural ones of resolve_layout_sizes, group_spans_nodes, experts_divisible,
 // heads_divisible, kv_heads_divisible, expert_inter_divisible, dense_inter_divisible,
-// shared_inter_divisible, quant_block, vocab_divisible, pp_range, pp_layers and memory_fit. No alternatives.
+// shared_inter_divisible, quant_block, quant_group, vocab_divisible, pp_range, pp_layers and memory_fit. No
+// alternatives.
 LayoutCheck check_layout(const PlanTarget& target, const LayoutRequest& request);
 // check_layout plus the valid alternatives for each issue and, when fewer GPUs are used, the ways to
 // use them all.

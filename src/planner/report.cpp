@@ -62,6 +62,11 @@ std::string describe_dtype(const ModelDesc& s) {
   std::string out(dtype_name(s.dtype));
   if (s.quant.block_fp8) {
     out += fmt::format("; linear weights fp8 with fp32 scales per {}×{} block", s.quant.block_rows, s.quant.block_cols);
+    if (!s.quant.ignore.empty()) out += fmt::format(" ({} ignore entries)", s.quant.ignore.size());
+  } else if (s.quant.int4_group) {
+    out += fmt::format("; linear weights INT4 with bf16 scales per group of {} (compressed-tensors pack-quantized)",
+                       s.quant.group_size);
+    if (!s.quant.ignore.empty()) out += fmt::format(", except {} ignore entries", s.quant.ignore.size());
   } else if (!s.quant.method.empty()) {
     out += fmt::format("; quantization_config {}", s.quant.method);
   }
@@ -120,6 +125,15 @@ std::string format_target(const PlanTarget& t) {
                      s.moe.n_experts, s.moe.top_k, describe_attention(s.attn));
   out += fmt::format("weights  {} ({}), from {}\n", format_bytes(t.weights.total().bytes - t.weights.nextn.bytes),
                      describe_dtype(s), t.weights_source);
+  if (s.quant.block_fp8 || s.quant.int4_group) {
+    // What this build holds on the device today: the loader dequantises (model/weights.cpp).
+    const int64_t params = t.weights.total().params - t.weights.nextn.params;
+    const int64_t bytes = t.weights.total().bytes - t.weights.nextn.bytes;
+    out += fmt::format(
+        "note     the columns count the weights as stored; this build still dequantises them at load, so a GPU holds "
+        "them in BF16 ({} in all, {:.1f}x) until its kernels read the quantised form\n",
+        format_bytes(params * 2), static_cast<double>(params * 2) / static_cast<double>(std::max<int64_t>(bytes, 1)));
+  }
   out += fmt::format("machine  {}: {} at {} TB/s per GPU, {} {} GB/s\n", t.cluster.describe(),
                      format_bytes(m.memory_bytes()), m.hbm_tbps, m.link, m.link_gbps);
   out += fmt::format(

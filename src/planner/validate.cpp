@@ -1,7 +1,9 @@
 // check_layout: every rule of design.md "Parallel layout" against one model and cluster, all reported at once.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "base/check.h"
@@ -66,6 +68,48 @@ void check_model_rules(const PlanTarget& t, const LayoutRequest& req, LayoutChec
           fmt::format("tp {} leaves {} attention heads per rank, {} {} per rank, not a multiple of the fp8 scale block "
                       "{}: each shard must hold whole quantisation blocks",
                       z.tp, heads, cut.per_rank, cut.what, cut.block));
+      break;
+    }
+  }
+  // INT4 group scales: a layout that cuts a quantised weight's input dimension must leave each rank whole
+  // groups (and whole packed words of eight), as the loader reads them: o_proj columns over tp, the routed
+  // experts' down_proj over etp, dense and shared-expert down_proj over dense_tp.
+  if (s.quant.int4_group) {
+    const int64_t align = std::lcm(s.quant.group_size, int64_t{8});
+    const auto first_layer = [&](FfnKind kind) {
+      const auto it = std::find(s.layer_ffn.begin(), s.layer_ffn.end(), kind);
+      return it == s.layer_ffn.end() ? int64_t{-1} : static_cast<int64_t>(it - s.layer_ffn.begin());
+    };
+    const auto layer = [](int64_t i) { return "model.layers." + std::to_string(i) + "."; };
+    struct Cut {
+      Axis axis;
+      int size;
+      int64_t per_rank;
+      std::string weight;
+    };
+    std::vector<Cut> cuts;
+    if (z.tp > 1 && a.n_heads % z.tp == 0) {
+      cuts.push_back({Axis::tp, z.tp, a.n_heads / z.tp * a.v_head_dim, layer(0) + "self_attn.o_proj.weight"});
+    }
+    if (const int64_t l = first_layer(FfnKind::moe); l >= 0) {
+      const std::string b = layer(l) + s.names.moe_block;
+      if (z.etp > 1 && m.inter % z.etp == 0) {
+        cuts.push_back({Axis::etp, z.etp, m.inter / z.etp, b + "experts.0." + s.names.expert_down});
+      }
+      if (z.dense_tp > 1 && m.shared_inter > 0 && m.shared_inter % z.dense_tp == 0) {
+        cuts.push_back(
+            {Axis::dense_tp, z.dense_tp, m.shared_inter / z.dense_tp, b + "shared_experts.down_proj.weight"});
+      }
+    }
+    if (const int64_t l = first_layer(FfnKind::dense); l >= 0 && z.dense_tp > 1 && s.dense_inter % z.dense_tp == 0) {
+      cuts.push_back({Axis::dense_tp, z.dense_tp, s.dense_inter / z.dense_tp, layer(l) + "mlp.down_proj.weight"});
+    }
+    for (const Cut& cut : cuts) {
+      if (cut.per_rank % align == 0 || !s.quant.quantises(cut.weight)) continue;
+      add(c.issues, "quant_group", {cut.axis},
+          fmt::format("{} {} leaves {} input columns of {} per rank, not a multiple of {} (INT4 groups of {} in words "
+                      "of 8): each shard must hold whole quantisation groups",
+                      axis_name(cut.axis), cut.size, cut.per_rank, cut.weight, align, s.quant.group_size));
       break;
     }
   }

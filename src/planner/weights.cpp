@@ -94,11 +94,9 @@ Amount declared_amount(const ModelDesc& d, const TensorDecl& t) {
   int64_t numel = 1;
   for (int64_t n : t.shape) numel *= n;
   if (t.f32) return {.bytes = numel * 4, .params = numel};
-  if (t.matrix && d.quant.block_fp8) {
-    const int64_t scales = ceil_div(t.shape[0], d.quant.block_rows) * ceil_div(t.shape[1], d.quant.block_cols);
-    return {.bytes = numel + scales * 4, .params = numel};
-  }
-  return {.bytes = numel * static_cast<int64_t>(dtype_size(d.dtype)), .params = numel};
+  const auto bytes = static_cast<int64_t>(dtype_size(d.dtype));
+  if (t.matrix) return {.bytes = d.quant.stored_bytes(t.name, t.shape[0], t.shape[1], bytes), .params = numel};
+  return {.bytes = numel * bytes, .params = numel};
 }
 
 // The decoder layer a checkpoint name belongs to ("model.layers.<i>."), or -1. Saturates: any index past
@@ -152,7 +150,7 @@ Amount WeightTable::active_per_token(const ModelDesc& shape) const {
 }
 
 WeightTable weights_from_config(const ModelDesc& shape) {
-  SY_CHECK(shape.quant.method.empty() || shape.quant.block_fp8,
+  SY_CHECK(shape.quant.method.empty() || shape.quant.block_fp8 || shape.quant.int4_group,
            "config.json: quantization_config.quant_method '{}' cannot be sized from the config alone; point --model "
            "at a folder with the safetensors files so their headers give the sizes",
            shape.quant.method);
@@ -170,25 +168,43 @@ WeightTable weights_from_config(const ModelDesc& shape) {
 WeightTable weights_from_checkpoint(const ModelDesc& shape, const Checkpoint& ckpt) {
   WeightTable w;
   w.layers.resize(static_cast<size_t>(shape.n_layers));
-  // Every name the description declares for the layers kept, with its layer (-1: global) and role.
-  std::unordered_map<std::string, std::pair<int64_t, TensorRole>> declared;
-  for (const TensorDecl& t : global_tensors(shape)) declared.emplace(t.name, std::pair{int64_t{-1}, t.role});
+  // Every name the description declares for the layers kept, with its layer (-1: global), role and elements.
+  struct Declared {
+    int64_t layer;
+    TensorRole role;
+    int64_t numel;
+  };
+  std::unordered_map<std::string, Declared> declared;
+  const auto numel = [](const TensorDecl& t) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    return n;
+  };
+  for (const TensorDecl& t : global_tensors(shape)) declared.emplace(t.name, Declared{-1, t.role, numel(t)});
   for (int64_t i = 0; i < shape.n_layers; ++i) {
-    for (TensorDecl& t : layer_tensors(shape, i)) declared.emplace(std::move(t.name), std::pair{i, t.role});
+    for (TensorDecl& t : layer_tensors(shape, i)) declared.emplace(t.name, Declared{i, t.role, numel(t)});
   }
   for (const TensorInfo* t : ckpt.tensors()) {
+    // INT4's X.weight_shape: 16 bytes of metadata per weight, checked by the loader and not kept.
+    if (shape.quant.int4_group && t->name.ends_with(".weight_shape")) continue;
     const std::string scaled = scaled_tensor_name(t->name);
     const std::string& name = scaled.empty() ? t->name : scaled;
-    const Amount a{.bytes = static_cast<int64_t>(t->nbytes), .params = scaled.empty() ? t->shape.numel() : 0};
     const int64_t layer = layer_of(name);
+    const auto it = declared.find(name);
+    // An INT4 weight's parameters are its declared shape's elements (its packed words hold them, padded to
+    // whole words); other quantisation siblings hold none.
+    const bool packed = t->name.ends_with(".weight_packed");
+    const int64_t params = scaled.empty() ? t->shape.numel()
+                           : packed       ? (it != declared.end() ? it->second.numel : t->shape.numel() * 8)
+                                          : 0;
+    const Amount a{.bytes = static_cast<int64_t>(t->nbytes), .params = params};
     if (layer >= shape.n_layers) {
       w.nextn += a;  // MTP layers, and layers beyond --layers
       continue;
     }
-    const auto it = declared.find(name);
     if (it != declared.end()) {
-      const int64_t l = it->second.first;
-      slot(w, l >= 0 ? &w.layers[static_cast<size_t>(l)] : nullptr, it->second.second) += a;
+      const int64_t l = it->second.layer;
+      slot(w, l >= 0 ? &w.layers[static_cast<size_t>(l)] : nullptr, it->second.role) += a;
       continue;
     }
     (layer >= 0 ? w.layers[static_cast<size_t>(layer)].other : w.other) += a;

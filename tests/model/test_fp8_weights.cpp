@@ -209,7 +209,7 @@ TEST_F(Fp8Checkpoint, SlicesDequantiseWithTheirOwnBlocks) {
   for (const Slice& slice : {Slice{.dim = 0, .start = 16, .count = 40}, Slice{.dim = 1, .start = 8, .count = 70}}) {
     WeightStore store;
     WeightLoader loader(&fp8, 0, *backend, store);
-    loader.set_fp8_blocks(kBlock, kBlock);
+    loader.set_quant({.block_fp8 = true, .block_rows = kBlock, .block_cols = kBlock});
     std::vector<float> got(static_cast<size_t>(slice.dim == 0 ? slice.count * 120 : 80 * slice.count));
     loader.load_into(name, shape, got.data(), WeightInit::normal, slice);
     for (int64_t r = 0; r < (slice.dim == 0 ? slice.count : 80); ++r) {

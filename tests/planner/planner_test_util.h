@@ -20,9 +20,9 @@ inline std::filesystem::path planner_config(const std::string& name) { return pl
 inline std::vector<std::filesystem::path> checkpoint_fixtures() {
   std::vector<std::filesystem::path> out;
   const auto dir = std::filesystem::path(SY_SOURCE_DIR) / "tests" / "fixtures";
-  for (const char* name :
-       {"qwen3_moe_base", "qwen3_moe_variant", "mixtral_base", "mixtral_variant", "glm4_moe_base", "glm4_moe_variant",
-        "deepseek_v3_base", "deepseek_v3_kimi", "deepseek_v32_base", "glm_moe_dsa_base"}) {
+  for (const char* name : {"qwen3_moe_base", "qwen3_moe_variant", "mixtral_base", "mixtral_variant", "glm4_moe_base",
+                           "glm4_moe_variant", "deepseek_v3_base", "deepseek_v3_kimi", "deepseek_v32_base",
+                           "glm_moe_dsa_base", "qwen3_moe_fp8", "deepseek_v3_kimi_int4"}) {
     const auto d = dir / name;
     if (std::filesystem::exists(d / "config.json")) out.push_back(d);
   }
@@ -32,7 +32,7 @@ inline std::vector<std::filesystem::path> checkpoint_fixtures() {
 // Every model folder the tests check layouts against: the published-size configs and the fixtures.
 inline std::vector<std::filesystem::path> all_model_dirs() {
   std::vector<std::filesystem::path> out;
-  for (const char* name : {"qwen3_30b_a3b", "mixtral_8x7b", "kimi_k2", "glm4_5", "deepseek_v32"}) {
+  for (const char* name : {"qwen3_30b_a3b", "mixtral_8x7b", "kimi_k2", "kimi_k2_thinking", "glm4_5", "deepseek_v32"}) {
     out.push_back(planner_config(name));
   }
   for (const auto& d : checkpoint_fixtures()) out.push_back(d);

@@ -2,6 +2,9 @@
 // independent oracle expects, and each rule has its own test with its values in the message.
 #include <gtest/gtest.h>
 
+#include <numeric>
+#include <string>
+
 #include "planner_test_util.h"
 
 namespace sy {
@@ -58,6 +61,29 @@ std::set<std::string> expected_rules(const ModelDesc& s, const ParallelSizes& z,
       cut = cut || (a.kv_heads / z.tp * a.head_dim) % br != 0;
     }
     if (cut) out.insert("quant_block");
+  }
+  // INT4 groups: every quantised weight whose input columns a size splits keeps whole groups and words.
+  if (s.quant.int4_group) {
+    const int64_t align = std::lcm(s.quant.group_size, int64_t{8});
+    const auto first = [&](FfnKind k) {
+      for (size_t i = 0; i < s.layer_ffn.size(); ++i) {
+        if (s.layer_ffn[i] == k) return "model.layers." + std::to_string(i) + ".";
+      }
+      return std::string();
+    };
+    const auto splits = [&](int size, int64_t dim, const std::string& weight) {
+      return size > 1 && dim % size == 0 && (dim / size) % align != 0 && s.quant.quantises(weight);
+    };
+    const std::string moe = first(FfnKind::moe), dense = first(FfnKind::dense);
+    bool cut = s.attn.n_heads % z.tp == 0 &&
+               splits(z.tp, s.attn.n_heads * s.attn.v_head_dim, "model.layers.0.self_attn.o_proj.weight");
+    if (!moe.empty()) {
+      cut = cut || splits(z.etp, s.moe.inter, moe + s.names.moe_block + "experts.0." + s.names.expert_down) ||
+            (s.moe.shared_inter > 0 &&
+             splits(z.dense_tp, s.moe.shared_inter, moe + s.names.moe_block + "shared_experts.down_proj.weight"));
+    }
+    if (!dense.empty()) cut = cut || splits(z.dense_tp, s.dense_inter, dense + "mlp.down_proj.weight");
+    if (cut) out.insert("quant_group");
   }
   if (s.moe_layer_count() > 0) inter_rule("expert_inter_divisible", s.moe.inter, z.etp);
   if (s.dense_layer_count() > 0) inter_rule("dense_inter_divisible", s.dense_inter, z.dense_tp);
@@ -191,6 +217,21 @@ TEST_F(RuleTest, HeadsAndKvHeads) {
   EXPECT_EQ(rule_ids(g).count("kv_heads_divisible"), 1u);
   EXPECT_EQ(rule_ids(g).count("heads_divisible"), 0u);
   EXPECT_NE(message(g, "kv_heads_divisible").find("tp 6 and the 8 KV heads"), std::string::npos);
+}
+
+TEST_F(RuleTest, Int4GroupsAreKeptWhole) {
+  // Kimi K2 Thinking: routed experts INT4 in groups of 32; etp 128 leaves 2048 / 128 = 16 input columns of
+  // each expert's down_proj per rank, half a group. Attention and the dense layer stay BF16 (its ignore list),
+  // so tp and dense_tp cut nothing quantised.
+  const PlanTarget t = target_for(planner_config("kimi_k2_thinking"), "h200", 128, false);
+  const auto q = check_layout(t, {.tp = 8, .dp = 16, .ep = 1, .etp = 128});
+  EXPECT_NE(message(q, "quant_group")
+                .find("etp 128 leaves 16 input columns of model.layers.1.mlp.experts.0.down_proj.weight per rank, not "
+                      "a multiple of 32 (INT4 groups of 32 in words of 8)"),
+            std::string::npos)
+      << message(q, "quant_group");
+  EXPECT_EQ(rule_ids(check_layout(t, {.tp = 8, .dp = 16, .ep = 1, .etp = 64})).count("quant_group"), 0u);
+  EXPECT_EQ(rule_ids(check_layout(t, {.tp = 64, .dp = 2, .ep = 128, .dense_tp = 128})).count("quant_group"), 0u);
 }
 
 TEST_F(RuleTest, IntermediateSizes) {

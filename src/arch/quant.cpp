@@ -1,0 +1,135 @@
+// quantization_config: the FP8 block and compressed-tensors INT4 forms, and which modules they cover.
+#include "arch/quant.h"
+
+#include <optional>
+#include <regex>
+
+#include "base/check.h"
+#include "base/input.h"
+#include "base/int_math.h"
+
+namespace sy {
+
+struct WeightQuant::Patterns {
+  std::vector<std::regex> targets;
+  std::vector<std::regex> ignore;
+};
+
+namespace {
+
+constexpr std::string_view kRegexPrefix = "re:";
+
+// The patterns among `entries`: those marked "re:" (compressed-tensors), or every entry (FP8's lists, which
+// transformers matches as regular expressions).
+std::vector<std::regex> compile(const std::vector<std::string>& entries, bool all, const std::string& source,
+                                const char* key) {
+  std::vector<std::regex> out;
+  for (const std::string& e : entries) {
+    if (!all && !e.starts_with(kRegexPrefix)) continue;
+    try {
+      out.emplace_back(all ? e : e.substr(kRegexPrefix.size()), std::regex::ECMAScript);
+    } catch (const std::regex_error& err) {
+      SY_FAIL("{}: {} entry '{}' is not a regular expression this engine reads ({})", source, key, cut_for_message(e),
+              err.what());
+    }
+  }
+  return out;
+}
+
+bool any_regex(const std::vector<std::regex>& res, const std::string& module) {
+  for (const std::regex& re : res) {
+    if (std::regex_search(module, re, std::regex_constants::match_continuous)) return true;
+  }
+  return false;
+}
+
+// compressed-tensors: an entry names the module, its class ("Linear": every linear weight), or is a pattern.
+bool names(const std::vector<std::string>& entries, const std::vector<std::regex>& res, const std::string& module) {
+  for (const std::string& e : entries) {
+    if (e == module || e == "Linear") return true;
+  }
+  return any_regex(res, module);
+}
+
+// The compressed-tensors pack-quantized INT4 scheme, or nothing when `q` holds another one.
+void read_compressed_tensors(const ConfigJson& q, WeightQuant& quant) {
+  if (q.get_string("format", "") != "pack-quantized") return;
+  SY_CHECK(q.get_string("quantization_status", "compressed") == "compressed",
+           "{}: quantization_status '{}': switchyard reads compressed checkpoints (weight_packed), not '{}' ones",
+           q.source(), cut_for_message(q.get_string("quantization_status", "")),
+           cut_for_message(q.get_string("quantization_status", "")));
+  const std::optional<ConfigJson> groups = q.child("config_groups");
+  SY_CHECK(groups.has_value() && !groups->keys().empty(), "{}: compressed-tensors config has no config_groups",
+           q.source());
+  int64_t group_size = 0;
+  for (const std::string& name : groups->keys()) {
+    const ConfigJson g = *groups->child(name);
+    const std::optional<ConfigJson> w = g.child("weights");
+    // Only weight-only, symmetric, 4-bit integer, group-wise, static schemes: the published Kimi form.
+    if (!w || g.has("input_activations") || g.has("output_activations") || w->get_int("num_bits", 0, 0) != 4 ||
+        w->get_string("type", "int") != "int" || !w->get_bool("symmetric", true) ||
+        w->get_string("strategy", "") != "group" || w->get_bool("dynamic", false) || w->has("actorder")) {
+      return;
+    }
+    const int64_t gs = w->get_int("group_size", 1);
+    if (group_size != 0 && gs != group_size) return;
+    group_size = gs;
+    for (std::string& t : g.get_string_list("targets")) quant.targets.push_back(std::move(t));
+  }
+  quant.int4_group = true;
+  quant.group_size = group_size;
+  quant.ignore = q.get_string_list("ignore");
+}
+
+}  // namespace
+
+bool WeightQuant::quantises(const std::string& weight) const {
+  if (!block_fp8 && !int4_group) return false;
+  const std::string module = weight.ends_with(".weight") ? weight.substr(0, weight.size() - 7) : weight;
+  static const Patterns kNone;
+  const Patterns& p = patterns != nullptr ? *patterns : kNone;
+  if (block_fp8) {
+    // As transformers' should_convert_module: the entry as a pattern matched from the start, a parent
+    // module (the entry followed by a dot), or the end of the name.
+    for (const std::string& e : ignore) {
+      if (module.starts_with(e + ".") || module.ends_with(e)) return false;
+    }
+    return !any_regex(p.ignore, module);
+  }
+  return names(targets, p.targets, module) && !names(ignore, p.ignore, module);
+}
+
+int64_t WeightQuant::stored_bytes(const std::string& weight, int64_t out, int64_t in, int64_t dtype_bytes) const {
+  if (!quantises(weight)) return out * in * dtype_bytes;
+  if (block_fp8) {
+    const int64_t scales = ceil_div_sat(out, block_rows) * ceil_div_sat(in, block_cols);
+    return out * in + scales * 4;  // E4M3 values, fp32 scales
+  }
+  // Packed int32 words and bf16 group scales (the int64 [2] weight_shape is metadata, not kept).
+  return out * ceil_div_sat(in, 8) * 4 + out * ceil_div_sat(in, group_size) * 2;
+}
+
+WeightQuant read_quant(const ConfigJson& cfg) {
+  WeightQuant quant;
+  if (const std::optional<ConfigJson> q = cfg.child("quantization_config")) {
+    quant.method = q->get_string("quant_method", "unknown");
+    if (quant.method == "fp8" && q->has("weight_block_size")) {
+      const std::vector<int64_t> block = q->get_int_list("weight_block_size");
+      SY_CHECK(block.size() == 2 && block[0] > 0 && block[1] > 0,
+               "{}: weight_block_size must be two positive integers, got {} values", q->source(), block.size());
+      quant.block_fp8 = true;
+      quant.block_rows = block[0];
+      quant.block_cols = block[1];
+      quant.ignore = q->get_string_list("modules_to_not_convert");
+      for (std::string& e : q->get_string_list("ignored_layers")) quant.ignore.push_back(std::move(e));
+    } else if (quant.method == "compressed-tensors") {
+      read_compressed_tensors(*q, quant);
+    }
+    quant.patterns = std::make_shared<const WeightQuant::Patterns>(
+        WeightQuant::Patterns{.targets = compile(quant.targets, false, q->source(), "config_groups targets"),
+                              .ignore = compile(quant.ignore, quant.block_fp8, q->source(), "ignore")});
+  }
+  return quant;
+}
+
+}  // namespace sy

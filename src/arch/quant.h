@@ -1,0 +1,48 @@
+// How a checkpoint's linear weights are quantised, from config.json's quantization_config: block-scaled
+// FP8 (DeepSeek-V3, Kimi K2 base, Qwen3-*-FP8) and compressed-tensors pack-quantized INT4 with group
+// scales (Kimi K2 Thinking, K2.5, K2.6), with their ignore lists (../shared/quant-formats.md, A and B).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/model_config.h"
+
+namespace sy {
+
+struct WeightQuant {
+  std::string method;  // quantization_config.quant_method; empty = unquantised
+  // Block-scaled FP8: X.weight F8_E4M3 [out, in] with X.weight_scale_inv [ceil(out/rows), ceil(in/cols)].
+  bool block_fp8 = false;
+  int64_t block_rows = 0;
+  int64_t block_cols = 0;
+  // compressed-tensors pack-quantized: X.weight_packed I32 [out, ceil(in/8)] of 4-bit values (offset 8,
+  // element k in word k/8 at bits 4·(k%8)), X.weight_scale [out, ceil(in/group_size)], X.weight_shape I64 [2].
+  bool int4_group = false;
+  int64_t group_size = 0;
+  // The linear modules quantised: those matching `targets` (int4; "Linear" is every linear weight) and
+  // matching no entry of `ignore` (FP8's modules_to_not_convert / ignored_layers, compressed-tensors'
+  // ignore). compressed-tensors: an entry "re:P" is a regular expression matched from the start of the
+  // module name, another entry a module name (or "Linear"). FP8, as transformers' should_convert_module
+  // applies its lists: each entry is a pattern matched from the start, a parent module, or a name's end.
+  std::vector<std::string> targets;
+  std::vector<std::string> ignore;
+
+  // Whether the linear weight `weight` ("model.layers.3.mlp.experts.7.down_proj.weight") is stored quantised.
+  bool quantises(const std::string& weight) const;
+  // Checkpoint bytes of a linear weight [out, in] as it is stored (quantised or in `dtype_bytes` each).
+  int64_t stored_bytes(const std::string& weight, int64_t out, int64_t in, int64_t dtype_bytes) const;
+
+  struct Patterns;
+  std::shared_ptr<const Patterns> patterns;  // the compiled "re:" entries of targets and ignore
+};
+
+// quantization_config of `cfg` (none: an empty WeightQuant). A form the engine cannot read (another FP8
+// layout, other bit widths, asymmetric or activation-quantised compressed-tensors schemes) is recorded by
+// method name only, and refused where its weights are read or sized. A malformed quantization_config is an
+// error naming the key.
+WeightQuant read_quant(const ConfigJson& cfg);
+
+}  // namespace sy
