@@ -86,8 +86,8 @@ void read_compressed_tensors(const ConfigJson& q, WeightQuant& quant) {
 bool WeightQuant::quantises(const std::string& weight) const {
   if (!block_fp8 && !int4_group) return false;
   const std::string module = weight.ends_with(".weight") ? weight.substr(0, weight.size() - 7) : weight;
-  static const Patterns kNone;
-  const Patterns& p = patterns != nullptr ? *patterns : kNone;
+  static const Patterns none;
+  const Patterns& p = patterns != nullptr ? *patterns : none;
   if (block_fp8) {
     // As transformers' should_convert_module: the entry as a pattern matched from the start, a parent
     // module (the entry followed by a dot), or the end of the name.

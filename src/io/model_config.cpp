@@ -11,6 +11,7 @@
 
 namespace sy {
 
+// NOLINTNEXTLINE(bugprone-exception-escape): the check blames the implicit members of a plain holder of a json.
 struct ConfigJson::Impl {
   nlohmann::json json;
 };

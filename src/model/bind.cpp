@@ -140,7 +140,7 @@ std::unique_ptr<Model> build_model(const ModelDesc& d, const LoadOptions& opt, W
         layer.mlp = bind_dense_mlp(loader, p + "mlp.", kProjMlpNames, d.hidden, d.dense_inter);
         break;
     }
-    spec.layers.push_back(std::move(layer));
+    spec.layers.push_back(layer);
   }
   loader.finish();
   return make_transformer(std::move(spec), std::move(store), backend, loader.plan());

@@ -63,7 +63,7 @@ const TensorInfo* WeightLoader::check_int4(const std::string& name, const Shape&
            "{}: '{}' is {} {}; expected I64 [2] holding the weight's [out, in]", ws->file, cut_for_message(shape_name),
            dtype_name(ws->dtype), ws->shape.str());
   int64_t dims[2];
-  for (int i = 0; i < 2; ++i) {
+  for (int64_t i = 0; i < 2; ++i) {
     if (ws->dtype == DType::i64) {
       std::memcpy(&dims[i], ws->data + i * 8, 8);
     } else {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace sy {
 
@@ -19,9 +20,7 @@ std::string format_params(int64_t n) {
   return group_digits(n);
 }
 
-std::string format_rate(double tokens_per_second) {
-  return group_digits(static_cast<int64_t>(tokens_per_second + 0.5));
-}
+std::string format_rate(double tokens_per_second) { return group_digits(std::llround(tokens_per_second)); }
 
 std::string describe_attention(const AttentionDesc& a) {
   if (a.kind == AttentionKind::gqa) {

@@ -121,7 +121,7 @@ TEST_F(Int4Checkpoint, WeightsAndSlicesReadWhatTheFormatDefines) {
   WeightStore store;
   WeightLoader loader(&ck, 0, *backend, store);
   loader.set_quant(desc.quant);
-  std::vector<float> got(64 * 10);
+  std::vector<float> got(size_t{64} * 10);
   try {
     loader.load_into(kWeight, {64, 20}, got.data(), WeightInit::normal, Slice{.dim = 1, .start = 10, .count = 10});
     ADD_FAILURE() << "a cut through a group was read";

@@ -96,7 +96,7 @@ TEST(Weights, KvBytesPerToken) {
     const LayoutCheck c = check_layout(qwen, {.tp = tp, .dp = 8 / tp});
     ASSERT_TRUE(c.valid()) << tp;
     const int64_t local_kv = (4 + tp - 1) / tp;
-    EXPECT_EQ(c.memory->stages[0].kv_bytes_per_token, 48 * 2 * local_kv * 128 * 2);
+    EXPECT_EQ(c.memory->stages[0].kv_bytes_per_token, int64_t{48} * 2 * local_kv * 128 * 2);
   }
   const PlanTarget kimi = test::target_for(test::planner_config("kimi_k2"), "h200", 16, true);
   const LayoutCheck k = check_layout(kimi, {.pp = 2, .tp = 8, .ep = 8});
