@@ -298,31 +298,31 @@ void bench_cuda_moe() {
     }
     for (int tile_m : {16, 32, 64, 128}) {
       DeviceArena d;
-      const cuda::MoeGroupedParams p{
-          .x = d.put(random_normal(T * H)),
-          .expert_ids = d.put(ids),
-          .weights = d.put(w),
-          .gate_up = gate_up,
-          .down = down,
-          .out = d.get<float>(T * H),
+      const MoeExpertsArgs p{.x = d.put(random_normal(T * H)),
+                             .expert_ids = d.put(ids),
+                             .weights = d.put(w),
+                             .gate_up = gate_up,
+                             .down = down,
+                             .out = d.get<float>(T * H),
+                             .tokens = T,
+                             .hidden = H,
+                             .inter = I,
+                             .n_experts = E,
+                             .top_k = K};
+      const cuda::MoeGroupedScratch g{
           .route = cuda::moe_grouped_route_at(d.get<int32_t>(cuda::moe_grouped_route_ints(P, E, tile_m)), P, E, tile_m),
           .x_bf16 = d.get<cuda::bf16_bits>(T * H),
           .act = d.get<cuda::bf16_bits>(P * I),
           .y = d.get<float>(P * H),
-          .tokens = T,
-          .hidden = H,
-          .inter = I,
-          .n_experts = E,
-          .top_k = K,
           .tile_m = tile_m};
       std::vector<double> phase[3];
       for (int run = 0; run < 23; ++run) {
         check_cuda(cudaEventRecord(ev[0], s), "cudaEventRecord");
-        cuda::moe_grouped_dispatch(p, s);
+        cuda::moe_grouped_dispatch(p, g, s);
         check_cuda(cudaEventRecord(ev[1], s), "cudaEventRecord");
-        cuda::moe_grouped_gemms(p, s);
+        cuda::moe_grouped_gemms(p, g, s);
         check_cuda(cudaEventRecord(ev[2], s), "cudaEventRecord");
-        cuda::moe_grouped_combine(p, s);
+        cuda::moe_grouped_combine(p, g, s);
         check_cuda(cudaEventRecord(ev[3], s), "cudaEventRecord");
         check_cuda(cudaEventSynchronize(ev[3]), "cudaEventSynchronize");
         if (run < 3) continue;
@@ -404,41 +404,31 @@ void bench_cuda_moe_small(const cuda::bf16_bits* gate_up, const cuda::bf16_bits*
     const int32_t* dids = d.put(ids);
     const float* w = d.put(std::vector<float>(size_t(P), 1.0f / float(K)));
     float* out = d.get<float>(T * H);
-    const cuda::MoeSmallBatchParams sp{.x = x,
-                                       .expert_ids = dids,
-                                       .weights = w,
-                                       .gate_up = gate_up,
-                                       .down = down,
-                                       .act = d.get<float>(P * I),
-                                       .out = out,
-                                       .tokens = T,
-                                       .hidden = H,
-                                       .inter = I,
-                                       .top_k = K};
+    const MoeExpertsArgs a{.x = x,
+                           .expert_ids = dids,
+                           .weights = w,
+                           .gate_up = gate_up,
+                           .down = down,
+                           .out = out,
+                           .tokens = T,
+                           .hidden = H,
+                           .inter = I,
+                           .n_experts = E,
+                           .top_k = K};
+    float* act = d.get<float>(P * I);
     const int tile_m = 16;
-    const cuda::MoeGroupedParams gp{
-        .x = x,
-        .expert_ids = dids,
-        .weights = w,
-        .gate_up = gate_up,
-        .down = down,
-        .out = out,
+    const cuda::MoeGroupedScratch g{
         .route = cuda::moe_grouped_route_at(d.get<int32_t>(cuda::moe_grouped_route_ints(P, E, tile_m)), P, E, tile_m),
         .x_bf16 = d.get<cuda::bf16_bits>(T * H),
         .act = d.get<cuda::bf16_bits>(P * I),
         .y = d.get<float>(P * H),
-        .tokens = T,
-        .hidden = H,
-        .inter = I,
-        .n_experts = E,
-        .top_k = K,
         .tile_m = tile_m};
-    const double gemv = graph_median_us([&] { cuda::moe_small_batch(sp, s); }, s);
+    const double gemv = graph_median_us([&] { cuda::moe_small_batch(a, act, s); }, s);
     const double grouped = graph_median_us(
         [&] {
-          cuda::moe_grouped_dispatch(gp, s);
-          cuda::moe_grouped_gemms(gp, s);
-          cuda::moe_grouped_combine(gp, s);
+          cuda::moe_grouped_dispatch(a, g, s);
+          cuda::moe_grouped_gemms(a, g, s);
+          cuda::moe_grouped_combine(a, g, s);
         },
         s);
     const double bytes = double(touched.size()) * 3.0 * double(H * I) * 2.0;
@@ -489,22 +479,23 @@ void bench_cuda_attention() {
     auto* vc = d.get<cuda::bf16_bits>(cache);
     cuda::fill_random_normal_bf16(kc, cache, 3, 0.0f, 1.0f, s);
     cuda::fill_random_normal_bf16(vc, cache, 4, 0.0f, 1.0f, s);
-    const cuda::AttentionParams p{.q = d.put(random_normal(T * n_heads * hd)),
-                                  .k_cache = kc,
-                                  .v_cache = vc,
-                                  .block_tables = d.put(tables),
-                                  .token_seq = d.put(token_seq),
-                                  .positions = d.put(positions),
-                                  .out = d.get<float>(T * n_heads * hd),
-                                  .tokens = T,
-                                  .n_heads = n_heads,
-                                  .kv_heads = kv_heads,
-                                  .head_dim = hd,
-                                  .v_head_dim = hd,
-                                  .block_size = bs,
-                                  .max_blocks = width,
-                                  .scale = 0.088f,
-                                  .sliding_window = 0};
+    const PagedAttentionArgs p{.q = d.put(random_normal(T * n_heads * hd)),
+                               .k_cache = kc,
+                               .v_cache = vc,
+                               .block_tables = d.put(tables),
+                               .token_seq = d.put(token_seq),
+                               .positions = d.put(positions),
+                               .out = d.get<float>(T * n_heads * hd),
+                               .tokens = T,
+                               .n_seqs = run.seqs,
+                               .n_heads = n_heads,
+                               .kv_heads = kv_heads,
+                               .head_dim = hd,
+                               .v_head_dim = hd,
+                               .block_size = bs,
+                               .max_blocks = width,
+                               .scale = 0.088f,
+                               .sliding_window = 0};
     const int64_t chosen = run.decode ? cuda::gqa_decode_splits(T, kv_heads, width * bs) : 1;
     std::set<int64_t> sweep = {chosen};  // decode: the backend's split count, then others for comparison
     if (run.decode) {
