@@ -88,13 +88,13 @@ std::vector<std::string> described_architectures() {
   return out;
 }
 
-ModelDesc describe_model(const ConfigJson& cfg) {
+ModelDesc describe_model(const ConfigJson& cfg, const std::optional<ConfigJson>& hf_quant) {
   const std::string arch = cfg.architecture();
   for (const auto& a : kArchitectures) {
     if (arch != a.architecture) continue;
     ModelDesc d = a.describe(cfg);
     d.architecture = arch;
-    d.quant = read_quant(cfg);
+    d.quant = read_quant(cfg, hf_quant);
     check_model_size(d, cfg.source());
     return d;
   }
@@ -103,6 +103,10 @@ ModelDesc describe_model(const ConfigJson& cfg) {
   SY_FAIL("{}: architecture '{}' is not supported; supported: {}", cfg.source(), cut_for_message(arch), known);
 }
 
-ModelDesc load_model_desc(const std::filesystem::path& dir) { return describe_model(ConfigJson::load(dir)); }
+ModelDesc describe_model(const ConfigJson& cfg) { return describe_model(cfg, std::nullopt); }
+
+ModelDesc load_model_desc(const std::filesystem::path& dir) {
+  return describe_model(ConfigJson::load(dir), ConfigJson::load_if_present(dir / "hf_quant_config.json"));
+}
 
 }  // namespace sy

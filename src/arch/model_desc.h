@@ -110,7 +110,9 @@ struct ModelDesc {
 // architectures, unsupported variants and values outside their range are sy::Error naming the file, the
 // key, the value and what is accepted.
 ModelDesc describe_model(const ConfigJson& cfg);
-// DIR/config.json.
+// As describe_model, with ModelOpt's hf_quant_config.json where config.json has no quantization_config.
+ModelDesc describe_model(const ConfigJson& cfg, const std::optional<ConfigJson>& hf_quant);
+// DIR/config.json (and DIR/hf_quant_config.json when present).
 ModelDesc load_model_desc(const std::filesystem::path& dir);
 // The Hugging Face classes that can be described (and so loaded and planned).
 std::vector<std::string> described_architectures();

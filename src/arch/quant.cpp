@@ -1,5 +1,8 @@
-// quantization_config: the FP8 block and compressed-tensors INT4 forms, and which modules they cover.
+// quantization_config: the FP8 block, compressed-tensors INT4 and ModelOpt NVFP4 forms, and which modules
+// they cover.
 #include "arch/quant.h"
+
+#include <fnmatch.h>
 
 #include <optional>
 #include <regex>
@@ -81,11 +84,38 @@ void read_compressed_tensors(const ConfigJson& q, WeightQuant& quant) {
   quant.ignore = q.get_string_list("ignore");
 }
 
+// ModelOpt: hf_quant_config.json's "quantization" object, or config.json's quantization_config with
+// quant_method "modelopt". NVFP4 only; another quant_algo is recorded by name and refused where read.
+void read_modelopt(const ConfigJson& q, WeightQuant& quant) {
+  const std::string algo = q.get_string("quant_algo", "");
+  quant.method = "modelopt " + (algo.empty() ? std::string("(no quant_algo)") : cut_for_message(algo));
+  if (algo != "NVFP4") return;
+  quant.nvfp4 = true;
+  quant.group_size = q.get_int("group_size", 16, 1);
+  SY_CHECK(quant.group_size % 2 == 0,
+           "{}: NVFP4 group_size {} is odd; the packed E2M1 pairs need an even group (published: 16)", q.source(),
+           quant.group_size);
+  quant.ignore = q.has("exclude_modules") ? q.get_string_list("exclude_modules") : q.get_string_list("ignore");
+  if (q.has("kv_cache_quant_algo")) {
+    quant.kv_cache_quant = q.get_string("kv_cache_quant_algo", "");
+  } else if (const std::optional<ConfigJson> kv = q.child("kv_cache_scheme")) {
+    quant.kv_cache_quant = kv->get_string("type", "float") + std::to_string(kv->get_int("num_bits", 8, 1));
+  }
+}
+
+bool any_wildcard(const std::vector<std::string>& patterns, const std::string& module) {
+  for (const std::string& p : patterns) {
+    if (::fnmatch(p.c_str(), module.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool WeightQuant::quantises(const std::string& weight) const {
-  if (!block_fp8 && !int4_group) return false;
+  if (!block_fp8 && !int4_group && !nvfp4) return false;
   const std::string module = weight.ends_with(".weight") ? weight.substr(0, weight.size() - 7) : weight;
+  if (nvfp4) return !any_wildcard(ignore, module);
   static const Patterns none;
   const Patterns& p = patterns != nullptr ? *patterns : none;
   if (block_fp8) {
@@ -104,6 +134,10 @@ int64_t WeightQuant::stored_bytes(const std::string& weight, int64_t out, int64_
   if (block_fp8) {
     const int64_t scales = ceil_div_sat(out, block_rows) * ceil_div_sat(in, block_cols);
     return out * in + scales * 4;  // E4M3 values, fp32 scales
+  }
+  if (nvfp4) {
+    // Packed E2M1 pairs, an E4M3 scale per group, and the F32 weight_scale_2 and input_scale scalars.
+    return out * ceil_div_sat(in, 2) + out * ceil_div_sat(in, group_size) + 8;
   }
   // Packed int32 words and bf16 group scales (the int64 [2] weight_shape is metadata, not kept).
   return out * ceil_div_sat(in, 8) * 4 + out * ceil_div_sat(in, group_size) * 2;
@@ -124,11 +158,24 @@ WeightQuant read_quant(const ConfigJson& cfg) {
       for (std::string& e : q->get_string_list("ignored_layers")) quant.ignore.push_back(std::move(e));
     } else if (quant.method == "compressed-tensors") {
       read_compressed_tensors(*q, quant);
+    } else if (quant.method == "modelopt") {
+      read_modelopt(*q, quant);
     }
     quant.patterns = std::make_shared<const WeightQuant::Patterns>(
         WeightQuant::Patterns{.targets = compile(quant.targets, false, q->source(), "config_groups targets"),
-                              .ignore = compile(quant.ignore, quant.block_fp8, q->source(), "ignore")});
+                              .ignore = compile(quant.nvfp4 ? std::vector<std::string>{} : quant.ignore,
+                                                quant.block_fp8, q->source(), "ignore")});
   }
+  return quant;
+}
+
+WeightQuant read_quant(const ConfigJson& cfg, const std::optional<ConfigJson>& hf_quant) {
+  if (cfg.has("quantization_config") || !hf_quant) return read_quant(cfg);
+  const std::optional<ConfigJson> q = hf_quant->child("quantization");
+  SY_CHECK(q.has_value(), "{}: no \"quantization\" object; ModelOpt writes {{\"producer\": ..., \"quantization\": "
+           "{{\"quant_algo\": ...}}}}", hf_quant->source());
+  WeightQuant quant;
+  read_modelopt(*q, quant);
   return quant;
 }
 

@@ -1,10 +1,12 @@
-// How a checkpoint's linear weights are quantised, from config.json's quantization_config: block-scaled
-// FP8 (DeepSeek-V3, Kimi K2 base, Qwen3-*-FP8) and compressed-tensors pack-quantized INT4 with group
-// scales (Kimi K2 Thinking, K2.5, K2.6), with their ignore lists (../shared/quant-formats.md, A and B).
+// How a checkpoint's linear weights are quantised, from config.json's quantization_config (or ModelOpt's
+// hf_quant_config.json): block-scaled FP8 (DeepSeek-V3, Kimi K2 base, Qwen3-*-FP8), compressed-tensors
+// pack-quantized INT4 with group scales (Kimi K2 Thinking, K2.5, K2.6) and NVIDIA ModelOpt NVFP4 (GLM-5,
+// DeepSeek-R1 FP4), with their ignore lists (../shared/quant-formats.md, A, B and C).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,11 +24,18 @@ struct WeightQuant {
   // element k in word k/8 at bits 4·(k%8)), X.weight_scale [out, ceil(in/group_size)], X.weight_shape I64 [2].
   bool int4_group = false;
   int64_t group_size = 0;
+  // NVIDIA ModelOpt NVFP4: X.weight U8 [out, in/2] of E2M1 values (element 2j in the low nibble),
+  // X.weight_scale F8_E4M3 [out, in/group_size], X.weight_scale_2 F32 (a scalar) and, where activations
+  // were quantised too, X.input_scale F32 (a scalar, read and unused: the arithmetic is weight-only).
+  bool nvfp4 = false;
+  // ModelOpt's kv_cache_quant_algo ("FP8": the checkpoint holds k_scale / v_scale per attention layer).
+  std::string kv_cache_quant;
   // The linear modules quantised: those matching `targets` (int4; "Linear" is every linear weight) and
   // matching no entry of `ignore` (FP8's modules_to_not_convert / ignored_layers, compressed-tensors'
   // ignore). compressed-tensors: an entry "re:P" is a regular expression matched from the start of the
   // module name, another entry a module name (or "Linear"). FP8, as transformers' should_convert_module
   // applies its lists: each entry is a pattern matched from the start, a parent module, or a name's end.
+  // NVFP4: ModelOpt's exclude_modules, shell wildcards (fnmatch) over the module name.
   std::vector<std::string> targets;
   std::vector<std::string> ignore;
 
@@ -44,5 +53,8 @@ struct WeightQuant {
 // method name only, and refused where its weights are read or sized. A malformed quantization_config is an
 // error naming the key.
 WeightQuant read_quant(const ConfigJson& cfg);
+// As read_quant, for a folder: config.json's quantization_config, else ModelOpt's hf_quant_config.json
+// beside it (`hf_quant`, parsed by the caller) when there is one.
+WeightQuant read_quant(const ConfigJson& cfg, const std::optional<ConfigJson>& hf_quant);
 
 }  // namespace sy

@@ -30,6 +30,12 @@ ConfigJson ConfigJson::load(const std::filesystem::path& dir) {
   return parse(read_regular_file(path, kMaxJsonFileBytes, "config.json"), path.string());
 }
 
+std::optional<ConfigJson> ConfigJson::load_if_present(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  return parse(read_regular_file(path, kMaxJsonFileBytes, path.filename().string().c_str()), path.string());
+}
+
 ConfigJson ConfigJson::parse(const std::string& text, const std::string& source_name) {
   auto impl = std::make_unique<Impl>();
   impl->json = parse_json_input(text, source_name, "");

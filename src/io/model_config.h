@@ -33,6 +33,8 @@ class ConfigJson {
  public:
   // Reads and parses DIR/config.json; errors name the file.
   static ConfigJson load(const std::filesystem::path& dir);
+  // Another JSON file of a model folder (hf_quant_config.json), or nothing where the folder has none.
+  static std::optional<ConfigJson> load_if_present(const std::filesystem::path& path);
   static ConfigJson parse(const std::string& text, const std::string& source_name);
   ConfigJson(ConfigJson&&) noexcept;
   ConfigJson& operator=(ConfigJson&&) noexcept;

@@ -147,6 +147,7 @@ void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, 
   }
   const TensorInfo* t = check_tensor(name, shape);
   if (t->name != name) return fill_int4(name, shape, *t, dst, target, slice);
+  if (t->dtype == DType::u8) return fill_nvfp4(name, shape, *t, dst, target, slice);
   const size_t esize = dtype_size(t->dtype);
   store_.checkpoint_bytes += n * esize;
   if (t->dtype == DType::f8_e4m3) return fill_fp8(*t, dst, target, slice);
@@ -184,6 +185,7 @@ const TensorInfo* WeightLoader::check_tensor(const std::string& name, const Shap
            "checkpoint {} has no tensor '{}' (expected shape {}); is the checkpoint complete and of "
            "this architecture?",
            checkpoint_->dir().string(), name, shape.str());
+  if (t->dtype == DType::u8) return check_nvfp4(name, shape, *t);
   SY_CHECK(t->shape == shape, "{}: tensor '{}' has shape {} but the config implies {}", t->file, name, t->shape.str(),
            shape.str());
   if (t->dtype == DType::f8_e4m3) {
@@ -191,7 +193,8 @@ const TensorInfo* WeightLoader::check_tensor(const std::string& name, const Shap
     return t;
   }
   SY_CHECK(t->dtype == DType::f32 || t->dtype == DType::bf16 || t->dtype == DType::f16,
-           "{}: tensor '{}' has dtype {}; weights are read from BF16, F16, F32 and block-scaled F8_E4M3 tensors",
+           "{}: tensor '{}' has dtype {}; weights are read from BF16, F16, F32, block-scaled F8_E4M3 and NVFP4 (U8) "
+           "tensors",
            t->file, name, dtype_name(t->dtype));
   return t;
 }
@@ -200,7 +203,11 @@ void WeightLoader::set_quant(const WeightQuant& quant) {
   SY_CHECK(!quant.block_fp8 || (quant.block_rows > 0 && quant.block_cols > 0),
            "FP8 block of {}x{} (a model definition error)", quant.block_rows, quant.block_cols);
   SY_CHECK(!quant.int4_group || quant.group_size > 0, "INT4 group of {} (a model definition error)", quant.group_size);
+  SY_CHECK(!quant.nvfp4 || (quant.group_size > 0 && quant.group_size % 2 == 0),
+           "NVFP4 group of {} (a model definition error)", quant.group_size);
   quant_ = quant;
+  // ModelOpt's FP8 KV-cache scales: this build keeps the cache in the model's dtype, so they go unread.
+  if (!quant.kv_cache_quant.empty()) skipped_suffixes_ = {".k_scale", ".v_scale"};
 }
 
 namespace {
@@ -327,6 +334,7 @@ void WeightLoader::finish() {
     if (used_.count(t->name)) continue;
     bool skip = false;
     for (const auto& p : skipped_prefixes_) skip = skip || t->name.rfind(p, 0) == 0;
+    for (const auto& p : skipped_suffixes_) skip = skip || t->name.ends_with(p);
     if (skip) {
       ++skipped;
     } else {

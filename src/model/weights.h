@@ -74,7 +74,9 @@ class WeightLoader {
   // tensor X.weight [out, in] is read as float(q[i, j]) * X.weight_scale_inv[i / rows, j / cols], the
   // scales ([ceil(out / rows), ceil(in / cols)], F32 or BF16) bound with it. INT4 (compressed-tensors
   // pack-quantized): a weight X.weight that quant.quantises() is read from X.weight_packed, X.weight_scale
-  // and X.weight_shape (model/weights_int4.cpp). Either way the weight reaches the device dequantised.
+  // and X.weight_shape (model/weights_int4.cpp). NVFP4 (ModelOpt): a U8 X.weight with X.weight_scale,
+  // X.weight_scale_2 and X.input_scale (model/weights_nvfp4.cpp); its FP8 KV-cache scales are left unread.
+  // Either way the weight reaches the device dequantised.
   void set_quant(const WeightQuant& quant);
   bool has(const std::string& name) const;
   // Throws if a checkpoint tensor was neither bound nor skipped.
@@ -102,6 +104,11 @@ class WeightLoader {
   // The INT4 weight `name` [out, in] from its packed words `packed` (check_int4's), dequantised.
   void fill_int4(const std::string& name, const Shape& shape, const TensorInfo& packed, void* dst, DType target,
                  const Slice& slice);
+  // The NVFP4 weight `name` [out, in] stored as `packed` (U8 [out, in/2]): its scales checked against it
+  // and the config; returns &packed.
+  const TensorInfo* check_nvfp4(const std::string& name, const Shape& shape, const TensorInfo& packed) const;
+  void fill_nvfp4(const std::string& name, const Shape& shape, const TensorInfo& packed, void* dst, DType target,
+                  const Slice& slice);
   // Rows [row0, row0 + rows) x columns [col0, col0 + cols) of the FP8 weight `t`, dequantised into staging_.
   void dequantise_fp8(const TensorInfo& t, const TensorInfo& scales, int64_t row0, int64_t rows, int64_t col0,
                       int64_t cols);
@@ -113,6 +120,7 @@ class WeightLoader {
   WeightStore& store_;
   std::set<std::string> used_;
   std::vector<std::string> skipped_prefixes_;
+  std::vector<std::string> skipped_suffixes_;
   std::vector<float> staging_;
   std::vector<uint16_t> staging16_;
   std::vector<float> scale_staging_;

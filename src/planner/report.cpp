@@ -66,6 +66,15 @@ std::string describe_dtype(const ModelDesc& s) {
     out += fmt::format("; linear weights INT4 with bf16 scales per group of {} (compressed-tensors pack-quantized)",
                        s.quant.group_size);
     if (!s.quant.ignore.empty()) out += fmt::format(", except {} ignore entries", s.quant.ignore.size());
+  } else if (s.quant.nvfp4) {
+    out += fmt::format(
+        "; linear weights NVFP4 (E2M1) with fp8 scales per group of {} and an fp32 scale per tensor (ModelOpt)",
+        s.quant.group_size);
+    if (!s.quant.ignore.empty()) out += fmt::format(", except {} exclude_modules entries", s.quant.ignore.size());
+    if (!s.quant.kv_cache_quant.empty()) {
+      out +=
+          fmt::format("; kv cache scales {} (unread: the cache stays {})", s.quant.kv_cache_quant, dtype_name(s.dtype));
+    }
   } else if (!s.quant.method.empty()) {
     out += fmt::format("; quantization_config {}", s.quant.method);
   }
@@ -124,7 +133,7 @@ std::string format_target(const PlanTarget& t) {
                      s.moe.n_experts, s.moe.top_k, describe_attention(s.attn));
   out += fmt::format("weights  {} ({}), from {}\n", format_bytes(t.weights.total().bytes - t.weights.nextn.bytes),
                      describe_dtype(s), t.weights_source);
-  if (s.quant.block_fp8 || s.quant.int4_group) {
+  if (s.quant.block_fp8 || s.quant.int4_group || s.quant.nvfp4) {
     // What this build holds on the device today: the loader dequantises (model/weights.cpp).
     const int64_t params = t.weights.total().params - t.weights.nextn.params;
     const int64_t bytes = t.weights.total().bytes - t.weights.nextn.bytes;

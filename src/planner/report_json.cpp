@@ -212,6 +212,7 @@ std::string inspect_json(const InspectReport& r) {
             {"dtype", std::string(dtype_name(s.dtype))},
             {"fp8_block", s.quant.block_fp8 ? json::array({s.quant.block_rows, s.quant.block_cols}) : json(nullptr)},
             {"int4_group", s.quant.int4_group ? json(s.quant.group_size) : json(nullptr)},
+            {"nvfp4_group", s.quant.nvfp4 ? json(s.quant.group_size) : json(nullptr)},
             {"quant_ignore", s.quant.ignore},
             {"params_total", total.params - w.nextn.params},
             {"params_active_per_token", active.params},

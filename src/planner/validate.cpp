@@ -71,11 +71,13 @@ void check_model_rules(const PlanTarget& t, const LayoutRequest& req, LayoutChec
       break;
     }
   }
-  // INT4 group scales: a layout that cuts a quantised weight's input dimension must leave each rank whole
-  // groups (and whole packed words of eight), as the loader reads them: o_proj columns over tp, the routed
-  // experts' down_proj over etp, dense and shared-expert down_proj over dense_tp.
-  if (s.quant.int4_group) {
-    const int64_t align = std::lcm(s.quant.group_size, int64_t{8});
+  // INT4 and NVFP4 group scales: a layout that cuts a quantised weight's input dimension must leave each
+  // rank whole groups (INT4: and whole packed words of eight), as the loader reads them: o_proj columns over
+  // tp, the routed experts' down_proj over etp, dense and shared-expert down_proj over dense_tp.
+  if (s.quant.int4_group || s.quant.nvfp4) {
+    const int64_t align = s.quant.nvfp4 ? s.quant.group_size : std::lcm(s.quant.group_size, int64_t{8});
+    const std::string groups = s.quant.nvfp4 ? fmt::format("NVFP4 groups of {}", s.quant.group_size)
+                                             : fmt::format("INT4 groups of {} in words of 8", s.quant.group_size);
     const auto first_layer = [&](FfnKind kind) {
       const auto it = std::find(s.layer_ffn.begin(), s.layer_ffn.end(), kind);
       return it == s.layer_ffn.end() ? int64_t{-1} : static_cast<int64_t>(it - s.layer_ffn.begin());
@@ -107,9 +109,9 @@ void check_model_rules(const PlanTarget& t, const LayoutRequest& req, LayoutChec
     for (const Cut& cut : cuts) {
       if (cut.per_rank % align == 0 || !s.quant.quantises(cut.weight)) continue;
       add(c.issues, "quant_group", {cut.axis},
-          fmt::format("{} {} leaves {} input columns of {} per rank, not a multiple of {} (INT4 groups of {} in words "
-                      "of 8): each shard must hold whole quantisation groups",
-                      axis_name(cut.axis), cut.size, cut.per_rank, cut.weight, align, s.quant.group_size));
+          fmt::format("{} {} leaves {} input columns of {} per rank, not a multiple of {} ({}): each shard must hold "
+                      "whole quantisation groups",
+                      axis_name(cut.axis), cut.size, cut.per_rank, cut.weight, align, groups));
       break;
     }
   }

@@ -95,7 +95,11 @@ Amount declared_amount(const ModelDesc& d, const TensorDecl& t) {
   for (int64_t n : t.shape) numel *= n;
   if (t.f32) return {.bytes = numel * 4, .params = numel};
   const auto bytes = static_cast<int64_t>(dtype_size(d.dtype));
-  if (t.matrix) return {.bytes = d.quant.stored_bytes(t.name, t.shape[0], t.shape[1], bytes), .params = numel};
+  if (t.matrix) {
+    const int64_t whole = d.quant.nvfp4 && d.quant.quantises(t.name) ? 8 : 0;  // weight_scale_2, input_scale
+    return {
+        .bytes = d.quant.stored_bytes(t.name, t.shape[0], t.shape[1], bytes), .params = numel, .whole_bytes = whole};
+  }
   return {.bytes = numel * bytes, .params = numel};
 }
 
@@ -150,7 +154,7 @@ Amount WeightTable::active_per_token(const ModelDesc& shape) const {
 }
 
 WeightTable weights_from_config(const ModelDesc& shape) {
-  SY_CHECK(shape.quant.method.empty() || shape.quant.block_fp8 || shape.quant.int4_group,
+  SY_CHECK(shape.quant.method.empty() || shape.quant.block_fp8 || shape.quant.int4_group || shape.quant.nvfp4,
            "config.json: quantization_config.quant_method '{}' cannot be sized from the config alone; point --model "
            "at a folder with the safetensors files so their headers give the sizes",
            shape.quant.method);
@@ -191,13 +195,19 @@ WeightTable weights_from_checkpoint(const ModelDesc& shape, const Checkpoint& ck
     const std::string& name = scaled.empty() ? t->name : scaled;
     const int64_t layer = layer_of(name);
     const auto it = declared.find(name);
-    // An INT4 weight's parameters are its declared shape's elements (its packed words hold them, padded to
-    // whole words); other quantisation siblings hold none.
+    // An INT4 or NVFP4 weight's parameters are its declared shape's elements (its packed words or bytes hold
+    // them, padded to whole words); other quantisation siblings hold none.
     const bool packed = t->name.ends_with(".weight_packed");
-    const int64_t params = scaled.empty() ? t->shape.numel()
-                           : packed       ? (it != declared.end() ? it->second.numel : t->shape.numel() * 8)
-                                          : 0;
-    const Amount a{.bytes = static_cast<int64_t>(t->nbytes), .params = params};
+    const bool nvfp4 = scaled.empty() && t->dtype == DType::u8 && it != declared.end();
+    const int64_t params = nvfp4            ? it->second.numel
+                           : scaled.empty() ? t->shape.numel()
+                           : packed         ? (it != declared.end() ? it->second.numel : t->shape.numel() * 8)
+                                            : 0;
+    // NVFP4's per-tensor scales: each shard of the weight keeps them whole.
+    const bool per_tensor = !scaled.empty() && shape.quant.nvfp4 && t->shape.numel() == 1;
+    const Amount a{.bytes = static_cast<int64_t>(t->nbytes),
+                   .params = params,
+                   .whole_bytes = per_tensor ? static_cast<int64_t>(t->nbytes) : 0};
     if (layer >= shape.n_layers) {
       w.nextn += a;  // MTP layers, and layers beyond --layers
       continue;
@@ -226,18 +236,26 @@ std::array<int64_t, kPartCount> rank_weight_bytes(const WeightTable& table, cons
   const int64_t local_kv = ceil_div(kv, sz.tp);
   const int64_t slots = add_sat(shape.moe.n_experts, opt.redundant_experts);
   const int64_t local_experts = ceil_div_sat(slots, sz.ep);
+  // One rank's share of a weight split n ways: the split bytes divided, the per-tensor scales whole.
+  const auto share = [](const Amount& a, int64_t n) { return ceil_div(a.bytes - a.whole_bytes, n) + a.whole_bytes; };
   for (int64_t i = first_layer; i < first_layer + n_layers; ++i) {
     const LayerWeights& l = table.layers[static_cast<size_t>(i)];
-    b[idx(Part::attention)] += ceil_div(l.attn_by_heads.bytes, sz.tp) + l.attn_replicated.bytes;
-    if (kv > 0) b[idx(Part::attention)] += ceil_div_sat(mul_sat(l.attn_by_kv_heads.bytes, local_kv), kv);
+    b[idx(Part::attention)] += share(l.attn_by_heads, sz.tp) + l.attn_replicated.bytes;
+    if (kv > 0) {
+      const Amount& a = l.attn_by_kv_heads;
+      b[idx(Part::attention)] += ceil_div_sat(mul_sat(a.bytes - a.whole_bytes, local_kv), kv) + a.whole_bytes;
+    }
     b[idx(Part::norms)] += l.norms.bytes;
     b[idx(Part::router)] += l.router.bytes;
     if (l.experts.bytes > 0 && shape.moe.n_experts > 0) {
-      b[idx(Part::experts)] = add_sat(b[idx(Part::experts)], ceil_div_sat(mul_sat(l.experts.bytes, local_experts),
-                                                                          shape.moe.n_experts * int64_t{sz.etp}));
+      const Amount& e = l.experts;
+      const int64_t split =
+          ceil_div_sat(mul_sat(e.bytes - e.whole_bytes, local_experts), shape.moe.n_experts * int64_t{sz.etp});
+      const int64_t whole = ceil_div_sat(mul_sat(e.whole_bytes, local_experts), shape.moe.n_experts);
+      b[idx(Part::experts)] = add_sat(b[idx(Part::experts)], add_sat(split, whole));
     }
-    b[idx(Part::shared_experts)] += ceil_div(l.shared_experts.bytes, sz.dense_tp);
-    b[idx(Part::dense_mlp)] += ceil_div(l.dense_mlp.bytes, sz.dense_tp);
+    b[idx(Part::shared_experts)] += share(l.shared_experts, sz.dense_tp);
+    b[idx(Part::dense_mlp)] += share(l.dense_mlp, sz.dense_tp);
     b[idx(Part::other)] += l.other.bytes;
   }
   if (first_stage) {

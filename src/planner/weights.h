@@ -33,9 +33,13 @@ std::string_view part_name(Part p);  // "attention", "shared experts", ...
 struct Amount {
   int64_t bytes = 0;
   int64_t params = 0;
+  // Of `bytes`, those every shard of a split weight holds whole: NVFP4's per-tensor scales (weight_scale_2,
+  // input_scale), which a rank keeps in full whatever share of the weight it holds.
+  int64_t whole_bytes = 0;
   Amount& operator+=(const Amount& o) {
     bytes += o.bytes;
     params += o.params;
+    whole_bytes += o.whole_bytes;
     return *this;
   }
   bool operator==(const Amount&) const = default;

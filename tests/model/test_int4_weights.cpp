@@ -10,13 +10,12 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "arch/model_desc.h"
 #include "base/check.h"
 #include "common/fixture.h"
+#include "common/quant_checkpoint.h"
 #include "io/safetensors.h"
 #include "model/bind.h"
 #include "model/model.h"
@@ -67,26 +66,8 @@ class Int4Checkpoint : public ::testing::Test {
   // Loads a copy of the fixture whose tensors `edit` changed and whose config `edit_config` changed; the
   // error, or "" when it loads.
   static std::string load_error(
-      const std::function<void(std::vector<TensorToWrite>&)>& edit,
-      const std::function<void(json&)>& edit_config = [](json&) {}) {
-    const fs::path dir = root_ / "edited";
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    json config = json::parse(std::ifstream(fixture() / "config.json"));
-    edit_config(config);
-    std::ofstream(dir / "config.json") << config.dump(2);
-    const Checkpoint ck = Checkpoint::open(fixture());
-    std::vector<TensorToWrite> tensors;
-    for (const TensorInfo* t : ck.tensors()) tensors.push_back({t->name, t->dtype, t->shape, t->data});
-    edit(tensors);
-    write_safetensors(dir / "model.safetensors", tensors);
-    try {
-      const std::unique_ptr<Backend> backend = make_cpu_backend();
-      load_model({.dir = dir}, *backend);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
+      const test::EditTensors& edit, const test::EditJson& edit_config = [](json&) {}) {
+    return test::load_edited_copy(root_ / "edited", fixture(), edit, edit_config);
   }
 
   static inline fs::path root_;
@@ -94,40 +75,17 @@ class Int4Checkpoint : public ::testing::Test {
 
 TEST_F(Int4Checkpoint, WeightsAndSlicesReadWhatTheFormatDefines) {
   const Checkpoint ck = Checkpoint::open(fixture());
-  const std::unique_ptr<Backend> backend = make_cpu_backend();
   const ModelDesc desc = load_model_desc(fixture());
   ASSERT_TRUE(desc.quant.int4_group);
   ASSERT_EQ(desc.quant.group_size, kGroup);
   const std::vector<float> want = decode(ck, kWeight, 64, 20);
   // The whole weight, a run of rows, and a run of columns on a group and word boundary.
-  for (const Slice& slice :
-       {Slice{}, Slice{.dim = 0, .start = 8, .count = 40}, Slice{.dim = 1, .start = 8, .count = 12}}) {
-    WeightStore store;
-    WeightLoader loader(&ck, 0, *backend, store);
-    loader.set_quant(desc.quant);
-    const bool by_rows = !slice.whole() && slice.dim == 0, by_cols = !slice.whole() && slice.dim == 1;
-    const int64_t rows = by_rows ? slice.count : 64, cols = by_cols ? slice.count : 20;
-    std::vector<float> got(static_cast<size_t>(rows * cols));
-    loader.load_into(kWeight, {64, 20}, got.data(), WeightInit::normal, slice);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        const int64_t src_r = by_rows ? slice.start + r : r, src_c = by_cols ? slice.start + c : c;
-        ASSERT_EQ(got[static_cast<size_t>(r * cols + c)], want[static_cast<size_t>(src_r * 20 + src_c)])
-            << "slice along " << slice.dim << ", element " << r << ", " << c;
-      }
-    }
-  }
+  test::expect_slices_read(
+      ck, desc.quant, kWeight, 64, 20, want,
+      {Slice{}, Slice{.dim = 0, .start = 8, .count = 40}, Slice{.dim = 1, .start = 8, .count = 12}});
   // A column cut inside a group is refused, saying which multiple a layout must keep.
-  WeightStore store;
-  WeightLoader loader(&ck, 0, *backend, store);
-  loader.set_quant(desc.quant);
-  std::vector<float> got(size_t{64} * 10);
-  try {
-    loader.load_into(kWeight, {64, 20}, got.data(), WeightInit::normal, Slice{.dim = 1, .start = 10, .count = 10});
-    ADD_FAILURE() << "a cut through a group was read";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("multiple of 8"), std::string::npos) << e.what();
-  }
+  const std::string err = test::column_cut_error(ck, desc.quant, kWeight, 64, 20, 10, 10);
+  EXPECT_NE(err.find("multiple of 8"), std::string::npos) << err;
 }
 
 TEST_F(Int4Checkpoint, LoaderAndPlannerCountTheTensorsBytes) {
@@ -154,12 +112,7 @@ TEST_F(Int4Checkpoint, LoaderAndPlannerCountTheTensorsBytes) {
 
 TEST_F(Int4Checkpoint, BadPiecesAreNamed) {
   const std::string m = module_of(kWeight);
-  const auto replace = [&](const std::string& name, DType dtype, Shape shape, const void* data) {
-    return [=](std::vector<TensorToWrite>& t) {
-      std::erase_if(t, [&](const TensorToWrite& x) { return x.name == name; });
-      if (data != nullptr) t.push_back({name, dtype, shape, data});
-    };
-  };
+  const auto replace = test::replace_tensor;
   std::string err = load_error(replace(m + ".weight_scale", DType::bf16, {}, nullptr));
   EXPECT_NE(err.find(m + ".weight_scale"), std::string::npos) << err;
   EXPECT_NE(err.find("[64, 5]"), std::string::npos) << err;

@@ -62,9 +62,10 @@ std::set<std::string> expected_rules(const ModelDesc& s, const ParallelSizes& z,
     }
     if (cut) out.insert("quant_block");
   }
-  // INT4 groups: every quantised weight whose input columns a size splits keeps whole groups and words.
-  if (s.quant.int4_group) {
-    const int64_t align = std::lcm(s.quant.group_size, int64_t{8});
+  // INT4 and NVFP4 groups: every quantised weight whose input columns a size splits keeps whole groups (and,
+  // for INT4, whole words of eight).
+  if (s.quant.int4_group || s.quant.nvfp4) {
+    const int64_t align = s.quant.nvfp4 ? s.quant.group_size : std::lcm(s.quant.group_size, int64_t{8});
     const auto first = [&](FfnKind k) {
       for (size_t i = 0; i < s.layer_ffn.size(); ++i) {
         if (s.layer_ffn[i] == k) return "model.layers." + std::to_string(i) + ".";

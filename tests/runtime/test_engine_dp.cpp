@@ -274,9 +274,10 @@ class EngineDpFixture : public ::testing::TestWithParam<std::string> {
     executor_ = std::make_unique<Executor>(*model_, *backend_);
   }
 
-  // Every prompt twice (the greedy one generating its continuation), batched with mixed prefill and
-  // decode; checks each against the reference logits and tokens.
-  void run_and_check(StepRunner& model, int64_t kv_blocks) {
+  // Every prompt twice (the greedy one generating its continuation, the others `other_tokens` tokens, which
+  // have no reference and are not checked), batched with mixed prefill and decode; checks each against the
+  // reference logits and tokens.
+  void run_and_check(StepRunner& model, int64_t kv_blocks, int64_t other_tokens = 1) {
     Engine engine(model, *backend_,
                   {.block_size = 4, .kv_blocks = kv_blocks, .scheduler = {.max_batch_tokens = 8, .max_seqs = 16}});
     std::vector<size_t> prompt_of_id;
@@ -284,7 +285,7 @@ class EngineDpFixture : public ::testing::TestWithParam<std::string> {
       for (size_t i = 0; i < fixture_.prompts.size(); ++i) {
         const bool greedy = static_cast<int>(i) == fixture_.greedy_prompt;
         engine.add({.prompt = fixture_.prompts[i],
-                    .max_new_tokens = greedy ? static_cast<int64_t>(fixture_.greedy_tokens.size()) : 1,
+                    .max_new_tokens = greedy ? static_cast<int64_t>(fixture_.greedy_tokens.size()) : other_tokens,
                     .keep_logits = true});
         prompt_of_id.push_back(i);
       }
@@ -329,9 +330,14 @@ TEST_P(EngineDpFixture, SimulatedDpRanksKeepOutputs) {
     std::set<int32_t> all;
     for (int32_t d = 0; d < dp_size; ++d) all.insert(d);
     EXPECT_EQ(dp_model.seq_dp_seen(), all);
-    // 8 blocks of 4 per dp rank: the greedy sequence alone needs 7, so the sequences sharing its pool get preempted.
-    SimulatedDpModel tight(*executor_, *backend_, dp_size, 8, 4);
-    run_and_check(tight, 8);
+    // Each dp rank's pool holds just the longest sequence (the other prompts now generate as many tokens as
+    // the greedy one, so that they stay resident while it grows): the sequences sharing a pool get preempted.
+    const auto steps = static_cast<int64_t>(fixture_.greedy_tokens.size());
+    int64_t longest = 0;
+    for (const auto& p : fixture_.prompts) longest = std::max(longest, static_cast<int64_t>(p.size()) + steps);
+    const int64_t blocks = (longest + 3) / 4;
+    SimulatedDpModel tight(*executor_, *backend_, dp_size, blocks, 4);
+    run_and_check(tight, blocks, steps);
     EXPECT_GT(preemptions_, 0);
   }
 }
