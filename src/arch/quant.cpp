@@ -161,10 +161,10 @@ WeightQuant read_quant(const ConfigJson& cfg) {
     } else if (quant.method == "modelopt") {
       read_modelopt(*q, quant);
     }
-    quant.patterns = std::make_shared<const WeightQuant::Patterns>(
-        WeightQuant::Patterns{.targets = compile(quant.targets, false, q->source(), "config_groups targets"),
-                              .ignore = compile(quant.nvfp4 ? std::vector<std::string>{} : quant.ignore,
-                                                quant.block_fp8, q->source(), "ignore")});
+    quant.patterns = std::make_shared<const WeightQuant::Patterns>(WeightQuant::Patterns{
+        .targets = compile(quant.targets, false, q->source(), "config_groups targets"),
+        .ignore =
+            compile(quant.nvfp4 ? std::vector<std::string>{} : quant.ignore, quant.block_fp8, q->source(), "ignore")});
   }
   return quant;
 }
@@ -172,8 +172,10 @@ WeightQuant read_quant(const ConfigJson& cfg) {
 WeightQuant read_quant(const ConfigJson& cfg, const std::optional<ConfigJson>& hf_quant) {
   if (cfg.has("quantization_config") || !hf_quant) return read_quant(cfg);
   const std::optional<ConfigJson> q = hf_quant->child("quantization");
-  SY_CHECK(q.has_value(), "{}: no \"quantization\" object; ModelOpt writes {{\"producer\": ..., \"quantization\": "
-           "{{\"quant_algo\": ...}}}}", hf_quant->source());
+  SY_CHECK(q.has_value(),
+           "{}: no \"quantization\" object; ModelOpt writes {{\"producer\": ..., \"quantization\": "
+           "{{\"quant_algo\": ...}}}}",
+           hf_quant->source());
   WeightQuant quant;
   read_modelopt(*q, quant);
   return quant;

@@ -142,7 +142,8 @@ std::vector<TensorDecl> global_tensors(const ModelDesc& d) {
 }
 
 std::string scaled_tensor_name(const std::string& name) {
-  for (const char* suffix : {".weight_scale_inv", ".weight_scale_2", ".weight_scale", ".input_scale", ".weight_packed"}) {
+  for (const char* suffix :
+       {".weight_scale_inv", ".weight_scale_2", ".weight_scale", ".input_scale", ".weight_packed"}) {
     const std::string s = suffix;
     if (name.size() > s.size() && name.ends_with(s)) return name.substr(0, name.size() - s.size()) + ".weight";
   }

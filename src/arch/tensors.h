@@ -44,8 +44,9 @@ std::vector<TensorDecl> layer_tensors(const ModelDesc& d, int64_t layer);
 std::vector<TensorDecl> global_tensors(const ModelDesc& d);
 
 // The checkpoint name of the weight that the quantisation tensor `name` belongs to (X.weight_scale_inv,
-// X.weight_scale, NVFP4's X.weight_scale_2, X.input_scale, INT4's X.weight_packed → X.weight); empty when `name` is none of these.
-// (INT4's X.weight_shape is 16 bytes of metadata the loader checks and does not keep: it is not a weight's.)
+// X.weight_scale, NVFP4's X.weight_scale_2, X.input_scale, INT4's X.weight_packed → X.weight); empty when `name` is
+// none of these. (INT4's X.weight_shape is 16 bytes of metadata the loader checks and does not keep: it is not a
+// weight's.)
 std::string scaled_tensor_name(const std::string& name);
 
 }  // namespace sy
