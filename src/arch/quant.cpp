@@ -46,6 +46,20 @@ bool any_regex(const std::vector<std::regex>& res, const std::string& module) {
   return false;
 }
 
+// Whether one of `res` matches a prefix of `module` that ends at a module boundary: the end of the name, just
+// before a dot or just after one (Python's re.match(rf"(?:{key})(?:(?<=\.)|(?=\.|$))", module)).
+bool any_regex_to_boundary(const std::vector<std::regex>& res, const std::string& module) {
+  for (const std::regex& re : res) {
+    for (size_t end = 0; end <= module.size(); ++end) {
+      const bool boundary = end == module.size() || module[end] == '.' || (end > 0 && module[end - 1] == '.');
+      if (boundary && std::regex_match(module.begin(), module.begin() + static_cast<std::ptrdiff_t>(end), re)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 // compressed-tensors: an entry names the module, its class ("Linear": every linear weight), or is a pattern.
 bool names(const std::vector<std::string>& entries, const std::vector<std::regex>& res, const std::string& module) {
   for (const std::string& e : entries) {
@@ -119,12 +133,13 @@ bool WeightQuant::quantises(const std::string& weight) const {
   static const Patterns none;
   const Patterns& p = patterns != nullptr ? *patterns : none;
   if (block_fp8) {
-    // As transformers' should_convert_module: the entry as a pattern matched from the start, a parent
-    // module (the entry followed by a dot), or the end of the name.
+    // As transformers' should_convert_module (5.24): the entry as a pattern matched from the start up to a
+    // module boundary ("layer.1" covers "layer.1.attn", not "layer.11.attn"; "mlp.gate" not "mlp.gate_proj"),
+    // or the end of the name.
     for (const std::string& e : ignore) {
-      if (module.starts_with(e + ".") || module.ends_with(e)) return false;
+      if (module.ends_with(e)) return false;
     }
-    return !any_regex(p.ignore, module);
+    return !any_regex_to_boundary(p.ignore, module);
   }
   return names(targets, p.targets, module) && !names(ignore, p.ignore, module);
 }

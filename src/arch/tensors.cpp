@@ -66,7 +66,9 @@ class LayerDecls {
       matrix(x + "wk.weight", a.index_head_dim, h, R::attn_replicated);
       add(x + "k_norm.weight", {a.index_head_dim}, R::norm);
       add(x + "k_norm.bias", {a.index_head_dim}, R::norm);
-      matrix(x + "weights_proj.weight", a.index_n_heads, h, R::attn_replicated);
+      // Not quantised in the published FP8 checkpoints: DeepSeek's V3.2 code builds it in the model dtype,
+      // and transformers' FP8 model leaves it so (tools/fixtures/published_sizes.py).
+      add(x + "weights_proj.weight", {a.index_n_heads, h}, R::attn_replicated);
     }
   }
 

@@ -70,6 +70,15 @@ TEST(Quant, Fp8IgnoreListsMatchAsTransformersAppliesThem) {
   EXPECT_FALSE(q.quantises("lm_head.weight"));
   EXPECT_FALSE(q.quantises("model.layers.1.mlp.gate.weight"));
   EXPECT_TRUE(q.quantises("model.layers.1.mlp.gate_proj.weight"));  // "mlp.gate" is inside, not at the end
+  // Matched from the start only up to a module boundary, as transformers 5.24's should_convert_module.
+  const WeightQuant b = quant_of(R"({"quant_method": "fp8", "weight_block_size": [128, 128],
+    "modules_to_not_convert": ["model.layers.1", "model.layers.2.mlp.gate", "model.layers.3.*experts"]})");
+  EXPECT_FALSE(b.quantises("model.layers.1.self_attn.q_proj.weight"));
+  EXPECT_TRUE(b.quantises("model.layers.11.self_attn.q_proj.weight"));
+  EXPECT_FALSE(b.quantises("model.layers.2.mlp.gate.weight"));
+  EXPECT_TRUE(b.quantises("model.layers.2.mlp.gate_proj.weight"));
+  EXPECT_FALSE(b.quantises("model.layers.3.mlp.experts.7.up_proj.weight"));
+  EXPECT_TRUE(b.quantises("model.layers.3.mlp.shared_experts_x.up_proj.weight"));
   EXPECT_EQ(q.stored_bytes("model.layers.1.self_attn.q_proj.weight", 300, 200, 2), 300 * 200 + 3 * 2 * 4);
   EXPECT_EQ(q.stored_bytes("lm_head.weight", 300, 200, 2), 300 * 200 * 2);
 }

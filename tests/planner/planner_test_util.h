@@ -32,7 +32,8 @@ inline std::vector<std::filesystem::path> checkpoint_fixtures() {
 // Every model folder the tests check layouts against: the published-size configs and the fixtures.
 inline std::vector<std::filesystem::path> all_model_dirs() {
   std::vector<std::filesystem::path> out;
-  for (const char* name : {"qwen3_30b_a3b", "mixtral_8x7b", "kimi_k2", "kimi_k2_thinking", "glm4_5", "deepseek_v32"}) {
+  for (const char* name : {"qwen3_30b_a3b", "mixtral_8x7b", "kimi_k2", "kimi_k2_thinking", "glm4_5", "deepseek_v32",
+                           "qwen3_30b_a3b_fp8", "glm5_nvfp4"}) {
     out.push_back(planner_config(name));
   }
   for (const auto& d : checkpoint_fixtures()) out.push_back(d);

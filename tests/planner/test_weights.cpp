@@ -3,6 +3,12 @@
 // rank's figure against what the loader binds).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "arch/model_desc.h"
+#include "planner/weights.h"
 #include "planner_test_util.h"
 
 namespace sy {
@@ -128,6 +134,48 @@ TEST(Weights, PartsSplitOverTheirAxes) {
   // A middle stage holds neither the embedding nor the head.
   const auto middle = rank_weight_bytes(t.weights, t.shape, z, 20, 20, false, false, shard);
   EXPECT_EQ(middle[static_cast<size_t>(Part::embedding)] + middle[static_cast<size_t>(Part::lm_head)], 0);
+}
+
+}  // namespace
+}  // namespace sy
+
+namespace sy {
+namespace {
+
+// The published quantised configs (FP8 Kimi K2, DeepSeek-V3.2 and Qwen3-30B-A3B-FP8, INT4 Kimi K2
+// Thinking, NVFP4 GLM-5) against tests/planner/configs/published_sizes.json: the bytes of every tensor of
+// transformers' model of the config, each linear weight sized as its format stores it
+// (tools/fixtures/published_sizes.py, run with transformers 5.24). Parameters are equal; bytes within 1% (the
+// issue's bound), and within 0.1% here: transformers holds the MoE routers in fp32 where the checkpoints and
+// the planner hold them in the model dtype, and INT4's weight_shape metadata is not kept.
+TEST(Weights, PublishedQuantisedConfigsAsTransformersSizesThem) {
+  const nlohmann::json ref =
+      nlohmann::json::parse(std::ifstream(test::planner_configs_dir() / "published_sizes.json")).at("configs");
+  ASSERT_EQ(ref.size(), 5u);
+  for (const auto& [name, want] : ref.items()) {
+    SCOPED_TRACE(name);
+    const ModelDesc desc = load_model_desc(test::planner_config(name));
+    const WeightTable table = weights_from_config(desc);
+    Amount total = table.total();  // less the MTP layers, which transformers does not build
+    total.bytes -= table.nextn.bytes;
+    total.params -= table.nextn.params;
+    EXPECT_EQ(total.params, want.at("params").get<int64_t>());
+    const auto bytes = static_cast<double>(want.at("bytes").get<int64_t>());
+    const double rel = (static_cast<double>(total.bytes) - bytes) / bytes;
+    EXPECT_LT(std::abs(rel), 0.001) << total.bytes << " vs " << want.at("bytes");
+    // Part by part, the routers aside: experts, attention, shared experts, dense MLPs, embedding, head.
+    const auto parts = table.by_part();
+    const auto of = [&](Part p) { return parts[static_cast<size_t>(p)].bytes; };
+    const nlohmann::json& by = want.at("by_part");
+    // INT4's X.weight_shape (I64 [2], 16 bytes per quantised matrix, all of them experts here) is not kept.
+    const int64_t shapes = want.at("format") == "int4" ? 16 * want.at("quantised_matrices").get<int64_t>() : 0;
+    EXPECT_EQ(of(Part::experts), by.at("experts").get<int64_t>() - shapes);
+    EXPECT_EQ(of(Part::embedding), by.at("embedding").get<int64_t>());
+    EXPECT_EQ(of(Part::lm_head), by.at("lm_head").get<int64_t>());
+    EXPECT_EQ(of(Part::shared_experts), by.value("shared_experts", int64_t{0}));
+    EXPECT_EQ(of(Part::dense_mlp), by.value("dense_mlp", int64_t{0}));
+    EXPECT_EQ(of(Part::attention) + of(Part::norms), by.at("attention").get<int64_t>() + by.at("norms").get<int64_t>());
+  }
 }
 
 }  // namespace
