@@ -64,7 +64,8 @@ int64_t activation_bytes(const ModelDesc& s, const ParallelSizes& sz, const std:
 }
 
 LayoutMemory estimate_memory(const ModelDesc& shape, const WeightTable& table, const ParallelSizes& sizes,
-                             const std::vector<int64_t>& stage_layers, int64_t device_bytes, const MemoryOptions& o) {
+                             const std::vector<int64_t>& stage_layers, int64_t device_bytes, const MemoryOptions& o,
+                             const WeightTable* device_table) {
   SY_CHECK(static_cast<int>(stage_layers.size()) == sizes.pp, "{} stage layer counts for pp {}", stage_layers.size(),
            sizes.pp);
   LayoutMemory out;
@@ -80,13 +81,17 @@ LayoutMemory estimate_memory(const ModelDesc& shape, const WeightTable& table, c
     const bool last_stage = p == sizes.pp - 1;
     m.weights = rank_weight_bytes(table, shape, sizes, first, m.n_layers, first_stage, last_stage, o.shard);
     for (int64_t b : m.weights) m.weight_bytes = add_sat(m.weight_bytes, b);
+    m.device_weights = device_table == nullptr ? m.weights
+                                               : rank_weight_bytes(*device_table, shape, sizes, first, m.n_layers,
+                                                                   first_stage, last_stage, o.shard);
+    for (int64_t b : m.device_weights) m.device_weight_bytes = add_sat(m.device_weight_bytes, b);
     const std::vector<FfnKind> ffn(shape.layer_ffn.begin() + first, shape.layer_ffn.begin() + first + m.n_layers);
     m.activation_bytes = activation_bytes(shape, sizes, ffn, last_stage, o);
     m.fixed_bytes = o.fixed_bytes;
     m.kv_bytes_per_token = m.n_layers * shape.kv_bytes_per_token_layer(sizes.tp, o.kv_dtype_bytes);
     m.capacity_bytes = device_bytes;
     // Each term is at most INT64_MAX (saturated); their sum is taken so that it cannot wrap.
-    const int64_t used = add_sat(add_sat(m.weight_bytes, m.activation_bytes), m.fixed_bytes);
+    const int64_t used = add_sat(add_sat(m.device_weight_bytes, m.activation_bytes), m.fixed_bytes);
     m.free_bytes = used == std::numeric_limits<int64_t>::max() ? -used : device_bytes - used;
     m.kv_tokens = m.free_bytes > 0 && m.kv_bytes_per_token > 0 ? m.free_bytes / m.kv_bytes_per_token : 0;
     m.min_kv_tokens = min_kv;
@@ -130,8 +135,8 @@ std::string format_count(int64_t v) {
 std::string describe_stage_memory(const StageMemory& m) {
   std::vector<std::pair<int64_t, Part>> parts;
   for (int i = 0; i < kPartCount; ++i) {
-    if (m.weights[static_cast<size_t>(i)] > 0)
-      parts.emplace_back(m.weights[static_cast<size_t>(i)], static_cast<Part>(i));
+    if (m.device_weights[static_cast<size_t>(i)] > 0)
+      parts.emplace_back(m.device_weights[static_cast<size_t>(i)], static_cast<Part>(i));
   }
   std::sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
   std::string detail;
@@ -139,10 +144,11 @@ std::string describe_stage_memory(const StageMemory& m) {
     if (i > 0) detail += ", ";
     detail += fmt::format("{} {}", part_name(parts[i].second), format_bytes(parts[i].first));
   }
-  const int64_t used = add_sat(add_sat(m.weight_bytes, m.activation_bytes), m.fixed_bytes);
+  const int64_t used = add_sat(add_sat(m.device_weight_bytes, m.activation_bytes), m.fixed_bytes);
   const std::string head = fmt::format(
-      "stage {} (layers {}-{}): weights {} ({}) + activations {} + fixed {} = {} of {}", m.stage, m.first_layer,
-      m.first_layer + m.n_layers - 1, format_bytes(m.weight_bytes), detail, format_bytes(m.activation_bytes),
+      "stage {} (layers {}-{}): weights {}{} ({}) + activations {} + fixed {} = {} of {}", m.stage, m.first_layer,
+      m.first_layer + m.n_layers - 1, format_bytes(m.device_weight_bytes),
+      m.device_weight_bytes != m.weight_bytes ? " dequantised to the model dtype at load" : "", detail, format_bytes(m.activation_bytes),
       format_bytes(m.fixed_bytes), format_bytes(used), format_bytes(m.capacity_bytes));
   if (m.free_bytes < 0) {
     return fmt::format("{}, {} over before any KV cache ({} needed for {} tokens at {}/token)", head,

@@ -29,13 +29,17 @@ struct StageMemory {
   int stage = 0;
   int64_t first_layer = 0;
   int64_t n_layers = 0;
-  std::array<int64_t, kPartCount> weights{};
+  std::array<int64_t, kPartCount> weights{};  // as the checkpoint stores them (what the loader reads)
   int64_t weight_bytes = 0;
+  // What the device holds of them: weight_bytes, or more where the loader dequantises quantised weights
+  // (this build does for FP8, INT4 and NVFP4 until its kernels read the quantised forms).
+  std::array<int64_t, kPartCount> device_weights{};
+  int64_t device_weight_bytes = 0;
   int64_t activation_bytes = 0;
   int64_t fixed_bytes = 0;
   int64_t kv_bytes_per_token = 0;  // this rank's share of one token's K/V over its layers
   int64_t capacity_bytes = 0;      // device memory
-  int64_t free_bytes = 0;          // capacity - weights - activations - fixed (negative: does not fit)
+  int64_t free_bytes = 0;          // capacity - device weights - activations - fixed (negative: does not fit)
   int64_t kv_tokens = 0;           // tokens of KV the free bytes hold (0 when nothing is free)
   int64_t min_kv_tokens = 0;
   bool fits = false;  // free bytes hold min_kv_tokens of KV
@@ -49,10 +53,12 @@ struct LayoutMemory {
   bool fits = false;
 };
 
-// Precondition: `sizes` is a consistent layout and `stage_layers` sums to shape.n_layers.
+// Precondition: `sizes` is a consistent layout and `stage_layers` sums to shape.n_layers. `device_table`,
+// where not null, is the table of what the device holds when it differs from `table` (the checkpoint's):
+// quantised weights dequantised at load.
 LayoutMemory estimate_memory(const ModelDesc& shape, const WeightTable& table, const ParallelSizes& sizes,
                              const std::vector<int64_t>& stage_layers, int64_t device_bytes,
-                             const MemoryOptions& options);
+                             const MemoryOptions& options, const WeightTable* device_table = nullptr);
 
 // Activation and all-to-all buffer bytes of one rank for the largest step (an upper-bound estimate).
 int64_t activation_bytes(const ModelDesc& shape, const ParallelSizes& sizes, const std::vector<FfnKind>& stage_ffn,

@@ -40,6 +40,11 @@ PlanTarget load_plan_target(const std::filesystem::path& dir, const Cluster& clu
   t.weights = std::move(w.table);
   t.weights_source = std::move(w.source);
   t.weights_from_checkpoint = w.from_checkpoint;
+  if (t.shape.quant.block_fp8 || t.shape.quant.int4_group || t.shape.quant.nvfp4) {
+    ModelDesc held = t.shape;
+    held.quant = {};
+    t.device_weights = weights_from_config(held);
+  }
   return t;
 }
 

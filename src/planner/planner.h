@@ -20,7 +20,10 @@ namespace sy {
 // What a layout is checked against: the model, its weights, the GPUs at hand, the step to fit.
 struct PlanTarget {
   ModelDesc shape;
-  WeightTable weights;
+  WeightTable weights;  // as the checkpoint stores them
+  // Where the loader dequantises quantised weights (every quantised format in this build): the same tensors
+  // in the model dtype, which is what the device holds and what the memory check counts.
+  std::optional<WeightTable> device_weights;
   std::string weights_source;  // "safetensors headers of 3 files" or "config.json (no safetensors)"
   bool weights_from_checkpoint = false;
   Cluster cluster;

@@ -83,7 +83,7 @@ std::string describe_dtype(const ModelDesc& s) {
 
 int64_t worst_weights(const LayoutMemory& m) {
   int64_t w = 0;
-  for (const auto& s : m.stages) w = std::max(w, s.weight_bytes);
+  for (const auto& s : m.stages) w = std::max(w, s.device_weight_bytes);
   return w;
 }
 
@@ -138,8 +138,8 @@ std::string format_target(const PlanTarget& t) {
     const int64_t params = t.weights.total().params - t.weights.nextn.params;
     const int64_t bytes = t.weights.total().bytes - t.weights.nextn.bytes;
     out += fmt::format(
-        "note     the columns count the weights as stored; this build still dequantises them at load, so a GPU holds "
-        "them in BF16 ({} in all, {:.1f}x) until its kernels read the quantised form\n",
+        "note     this build dequantises them at load, so a GPU holds them in BF16 ({} in all, {:.1f}x) until its "
+        "kernels read the quantised form: weights/GPU and the memory check count what the GPU holds\n",
         format_bytes(params * 2), static_cast<double>(params * 2) / static_cast<double>(std::max<int64_t>(bytes, 1)));
   }
   out += fmt::format("machine  {}: {} at {} TB/s per GPU, {} {} GB/s\n", t.cluster.describe(),

@@ -34,6 +34,7 @@ json memory_json(const LayoutMemory& m) {
                       {"first_layer", s.first_layer},
                       {"layers", s.n_layers},
                       {"weight_bytes", s.weight_bytes},
+                      {"device_weight_bytes", s.device_weight_bytes},
                       {"weight_bytes_by_part", parts_json(s.weights)},
                       {"activation_bytes", s.activation_bytes},
                       {"fixed_bytes", s.fixed_bytes},

@@ -186,7 +186,8 @@ LayoutCheck check_layout(const PlanTarget& t, const LayoutRequest& req) {
 
   c.stage_layers = stage_layer_counts(t.shape.n_layers, c.sizes.pp, req.pp_layers);
   if (!t.check_memory) return c;
-  c.memory = estimate_memory(t.shape, t.weights, c.sizes, c.stage_layers, t.cluster.machine.memory_bytes(), t.memory);
+  c.memory = estimate_memory(t.shape, t.weights, c.sizes, c.stage_layers, t.cluster.machine.memory_bytes(), t.memory,
+                             t.device_weights ? &*t.device_weights : nullptr);
   if (!c.memory->fits) {
     const StageMemory& worst = c.memory->stages[static_cast<size_t>(c.memory->worst_stage)];
     std::vector<int> worst_ranks(static_cast<size_t>(z.stage_size()));

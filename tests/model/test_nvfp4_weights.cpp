@@ -46,7 +46,7 @@ float e4m3(uint8_t c) {
 // 2j + 1 the high one; bit 3 the sign, bits 0-2 index {0, 0.5, 1, 1.5, 2, 3, 4, 6}; times the E4M3 scale of
 // group k / group_size and the per-tensor weight_scale_2.
 std::vector<float> decode(const Checkpoint& ck, const std::string& weight, int64_t rows, int64_t cols) {
-  static const float kMagnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  static const float magnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
   const TensorInfo* packed = ck.find(weight);
   const TensorInfo* scale = ck.find(module_of(weight) + ".weight_scale");
   const TensorInfo* scale2 = ck.find(module_of(weight) + ".weight_scale_2");
@@ -59,7 +59,7 @@ std::vector<float> decode(const Checkpoint& ck, const std::string& weight, int64
     for (int64_t k = 0; k < cols; ++k) {
       const uint8_t b = bytes[r * (cols / 2) + k / 2];
       const int nibble = k % 2 == 0 ? b & 15 : b >> 4;
-      const float v = (nibble & 8) != 0 ? -kMagnitude[nibble & 7] : kMagnitude[nibble & 7];
+      const float v = (nibble & 8) != 0 ? -magnitude[nibble & 7] : magnitude[nibble & 7];
       out[static_cast<size_t>(r * cols + k)] = v * (e4m3(scales[r * (cols / kGroup) + k / kGroup]) * global);
     }
   }
