@@ -38,6 +38,8 @@ struct BenchServeOptions {
   int64_t random_output_len = 1024;
   double random_range_ratio = 0.0;
   int64_t random_vocab_size = 32000;
+  int64_t shared_prefix_len = 0;
+  int64_t num_groups = 1;
   int64_t sharegpt_output_len = 0;
   std::vector<int64_t> num_prompts{1000};
   std::vector<int64_t> max_concurrency;
@@ -146,7 +148,9 @@ int run_bench_serve(const BenchServeOptions& o) {
                                         .output_len = o.random_output_len,
                                         .range_ratio = o.random_range_ratio,
                                         .vocab_size = o.random_vocab_size,
-                                        .seed = o.seed};
+                                        .seed = o.seed,
+                                        .shared_prefix_len = o.shared_prefix_len,
+                                        .num_groups = o.num_groups};
     rows = backend == Backend::completions ? bench::make_random_id_prompts(spec)
                                            : bench::make_random_text_prompts(spec, tokenizer);
   } else {
@@ -203,6 +207,8 @@ int run_bench_serve(const BenchServeOptions& o) {
         .random_input_len = o.random_input_len,
         .random_output_len = o.random_output_len,
         .random_range_ratio = o.random_range_ratio,
+        .shared_prefix_len = o.shared_prefix_len,
+        .num_groups = o.num_groups,
         .sharegpt_output_len = o.sharegpt_output_len > 0 ? std::optional<int64_t>(o.sharegpt_output_len) : std::nullopt,
         .ignore_eos = o.ignore_eos,
         .seed = o.seed};
@@ -254,6 +260,13 @@ CommandMain add_bench_serve_command(CLI::App& bench_cmd) {
                   "lengths drawn from [ratio*len, len]; 1 makes them all len")
       ->capture_default_str();
   cmd->add_option("--random-vocab-size", o->random_vocab_size, "random prompt ids are drawn below this")
+      ->capture_default_str();
+  cmd->add_option("--shared-prefix-len", o->shared_prefix_len,
+                  "random dataset: every prompt starts with one of --num-groups shared random prefixes of this many "
+                  "tokens, then its own random part of --random-input-len")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_option("--num-groups", o->num_groups, "random dataset: distinct shared prefixes (prompt i takes i % N)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   cmd->add_option("--sharegpt-output-len", o->sharegpt_output_len, "output tokens of every sharegpt request");
   cmd->add_option("--num-prompts", o->num_prompts, "requests per level: one value, or one per concurrency level")

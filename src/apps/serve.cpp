@@ -34,6 +34,7 @@ struct ServeOptions {
   uint64_t seed = 0;
   int64_t layers = 0;
   int64_t block_size = 16;
+  bool no_prefix_cache = false;
   // As SGLang's chunked prefill and vLLM's step budget on 80-141 GB GPUs; on the H200 it gave a lower TPOT
   // than 2,048 at every concurrency measured (docs/perf-notes.md, "the server against its engine").
   int64_t max_batch_tokens = 8192;
@@ -117,6 +118,7 @@ int serve(const ServeOptions& o, const ServeChecked& c, Communicator* world, con
   Engine engine(*model, *backend,
                 {.block_size = o.block_size,
                  .kv_blocks = kv.blocks,
+                 .prefix_cache = !o.no_prefix_cache,
                  .scheduler = {.max_batch_tokens = o.max_batch_tokens, .max_seqs = o.max_running_requests}});
   ServingLoop loop(engine, world);
   if (rank != 0) {
@@ -137,7 +139,8 @@ int serve(const ServeOptions& o, const ServeChecked& c, Communicator* world, con
            kv.capped ? fmt::format("{} running requests x {} tokens", o.max_running_requests, c.max_model_len)
                      : fmt::format("{:.0f}% of the memory left", o.kv_memory_fraction * 100),
            c.max_model_len);
-  log_info("batch    at most {} tokens and {} sequences per step", o.max_batch_tokens, o.max_running_requests);
+  log_info("batch    at most {} tokens and {} sequences per step; prefix cache {}", o.max_batch_tokens,
+           o.max_running_requests, o.no_prefix_cache ? "off" : "on (whole blocks of prompt tokens)");
 
   server::ServeConfig sc;
   sc.http = {.host = o.host, .port = o.port, .read_timeout_seconds = o.read_timeout};
@@ -185,6 +188,9 @@ CommandMain add_serve_command(CLI::App& app, Launch& launch) {
   cmd->add_option("--seed", o->seed, "random-weight seed");
   cmd->add_option("--layers", o->layers, "keep only the first N layers")->check(CLI::PositiveNumber);
   cmd->add_option("--block-size", o->block_size, "KV cache block size in tokens")->check(CLI::Range(1, 4096));
+  cmd->add_flag("--no-prefix-cache", o->no_prefix_cache,
+                "compute every prompt in full (by default whole blocks of a prompt that an earlier request computed "
+                "are reused)");
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per forward pass (prefill chunk size)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-running-requests", o->max_running_requests, "sequences per forward pass")

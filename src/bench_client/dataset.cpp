@@ -40,6 +40,10 @@ Lengths draw_lengths(const RandomDatasetSpec& s, std::mt19937_64& rng) {
   SY_CHECK(s.range_ratio >= 0.0 && s.range_ratio <= 1.0, "--random-range-ratio {}: expected a value in [0, 1]",
            s.range_ratio);
   SY_CHECK(s.vocab_size > 0, "--random-vocab-size {}: must be positive", s.vocab_size);
+  SY_CHECK(s.shared_prefix_len >= 0 && s.num_groups >= 1 && s.num_groups <= s.num_prompts,
+           "--shared-prefix-len {} and --num-groups {}: the length must be >= 0 and the groups between 1 and "
+           "--num-prompts ({})",
+           s.shared_prefix_len, s.num_groups, s.num_prompts);
   auto lowest = [&](int64_t len) {
     return std::max<int64_t>(1, static_cast<int64_t>(std::floor(len * s.range_ratio)));
   };
@@ -62,13 +66,29 @@ std::vector<int64_t> random_ids(int64_t n, int64_t vocab_size, std::mt19937_64& 
 
 }  // namespace
 
+namespace {
+// The groups' shared prefixes (none without --shared-prefix-len), drawn after the lengths.
+std::vector<std::vector<int64_t>> group_prefixes(const RandomDatasetSpec& s, std::mt19937_64& rng) {
+  std::vector<std::vector<int64_t>> out;
+  if (s.shared_prefix_len == 0) return out;
+  for (int64_t g = 0; g < s.num_groups; ++g) out.push_back(random_ids(s.shared_prefix_len, s.vocab_size, rng));
+  return out;
+}
+}  // namespace
+
 std::vector<PromptRow> make_random_id_prompts(const RandomDatasetSpec& spec) {
   std::mt19937_64 rng(spec.seed);
   const Lengths l = draw_lengths(spec, rng);
+  const std::vector<std::vector<int64_t>> prefixes = group_prefixes(spec, rng);
   std::vector<PromptRow> rows;
   for (size_t i = 0; i < l.input.size(); ++i) {
-    rows.push_back(
-        {.prompt = random_ids(l.input[i], spec.vocab_size, rng), .prompt_len = l.input[i], .output_len = l.output[i]});
+    std::vector<int64_t> ids = random_ids(l.input[i], spec.vocab_size, rng);
+    if (!prefixes.empty()) {
+      const auto& p = prefixes[i % prefixes.size()];
+      ids.insert(ids.begin(), p.begin(), p.end());
+    }
+    const auto len = static_cast<int64_t>(ids.size());
+    rows.push_back({.prompt = std::move(ids), .prompt_len = len, .output_len = l.output[i]});
   }
   return rows;
 }
@@ -76,6 +96,8 @@ std::vector<PromptRow> make_random_id_prompts(const RandomDatasetSpec& spec) {
 std::vector<PromptRow> make_random_text_prompts(const RandomDatasetSpec& spec, RemoteTokenizer& tokenizer) {
   std::mt19937_64 rng(spec.seed);
   const Lengths l = draw_lengths(spec, rng);
+  std::vector<std::string> prefixes;
+  for (const auto& ids : group_prefixes(spec, rng)) prefixes.push_back(tokenizer.decode(ids));
   std::vector<PromptRow> rows;
   for (size_t i = 0; i < l.input.size(); ++i) {
     const auto want = static_cast<size_t>(l.input[i]);
@@ -95,8 +117,12 @@ std::vector<PromptRow> make_random_text_prompts(const RandomDatasetSpec& spec, R
       text = tokenizer.decode(ids);
       got = tokenizer.encode(text);
     }
-    rows.push_back(
-        {.prompt = std::move(text), .prompt_len = static_cast<int64_t>(got.size()), .output_len = l.output[i]});
+    int64_t len = static_cast<int64_t>(got.size());
+    if (!prefixes.empty()) {
+      text = prefixes[i % prefixes.size()] + text;
+      len = static_cast<int64_t>(tokenizer.encode(text).size());
+    }
+    rows.push_back({.prompt = std::move(text), .prompt_len = len, .output_len = l.output[i]});
   }
   return rows;
 }

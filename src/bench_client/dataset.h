@@ -39,6 +39,11 @@ struct RandomDatasetSpec {
   double range_ratio = 0.0;
   int64_t vocab_size = 0;  // ids are drawn from [0, vocab_size)
   uint64_t seed = 0;
+  // > 0: every prompt starts with one of num_groups random prefixes of this many tokens (prompt i takes
+  // group i % num_groups), followed by its own random suffix of the drawn input length, as system prompts
+  // and earlier turns repeat in chat traffic (what a prefix cache serves).
+  int64_t shared_prefix_len = 0;
+  int64_t num_groups = 1;
 };
 
 // Prompts of token ids: exactly the drawn lengths, no tokenizer needed (the completions route takes ids).

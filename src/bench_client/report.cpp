@@ -92,6 +92,8 @@ json metrics_json(const RunConfig& c, const ServeMetrics& m) {
       {"random_input_len", c.random_input_len},
       {"random_output_len", c.random_output_len},
       {"random_range_ratio", c.random_range_ratio},
+      {"shared_prefix_len", c.shared_prefix_len},
+      {"num_groups", c.num_groups},
       {"ignore_eos", c.ignore_eos},
       {"seed", c.seed},
       {"duration", m.duration_s},

@@ -28,6 +28,8 @@ struct RunConfig {
   int64_t random_input_len = 0;
   int64_t random_output_len = 0;
   double random_range_ratio = 0.0;
+  int64_t shared_prefix_len = 0;  // random dataset: tokens of the prefix each group's prompts share
+  int64_t num_groups = 1;
   std::optional<int64_t> sharegpt_output_len;
   bool ignore_eos = false;
   uint64_t seed = 0;

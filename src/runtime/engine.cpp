@@ -28,7 +28,7 @@ namespace {
 std::vector<BlockManager> make_block_managers(const ModelInfo& info, const EngineConfig& config) {
   SY_CHECK(info.dp_size >= 1, "the model reports attention dp size {}; it must be at least 1", info.dp_size);
   return std::vector<BlockManager>(static_cast<size_t>(info.dp_size),
-                                   BlockManager(config.kv_blocks, config.block_size));
+                                   BlockManager(config.kv_blocks, config.block_size, config.prefix_cache));
 }
 
 std::vector<BlockManager*> pointers_to(std::vector<BlockManager>& managers) {
@@ -109,6 +109,7 @@ int64_t Engine::add(Request request) {
   validate(request);
   const int64_t id = next_id_;
   auto e = std::make_unique<Entry>(std::move(request), id);
+  e->seq.prefix_cache = !e->request.keep_logits;
   scheduler_.add(&e->seq);
   entries_.emplace(id, std::move(e));
   ++next_id_;
@@ -135,6 +136,7 @@ KvUsage Engine::kv_usage() const {
   for (const BlockManager& b : blocks_) {
     u.total_blocks += b.n_blocks();
     u.used_blocks += b.n_blocks() - b.free_blocks();
+    u.cached_blocks += b.cached_blocks();
   }
   return u;
 }
@@ -213,8 +215,13 @@ bool Engine::step() {
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const ScheduledChunk& c = chunks[ci];
     Entry& e = *entries[ci];
-    if (e.result.first_step < 0) e.result.first_step = steps_ - 1;
+    if (e.result.first_step < 0) {
+      e.result.first_step = steps_ - 1;
+      e.result.cached_tokens = std::max<int64_t>(c.seq->cached_tokens, 0);
+    }
     c.seq->computed = c.start + c.len;
+    blocks_[static_cast<size_t>(c.seq->dp)].commit(c.seq->tokens, c.seq->computed, c.seq->block_table,
+                                                   c.seq->block_hashes);
     const auto [row0, n_rows] = chunk_rows[ci];
     if (e.request.keep_logits && n_rows > 0) {
       const float* src = logits + row0 * static_cast<size_t>(vocab);

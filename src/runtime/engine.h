@@ -24,6 +24,9 @@ namespace sy {
 struct EngineConfig {
   int64_t block_size = 16;
   int64_t kv_blocks = 256;  // per dp rank: the blocks of this rank's KV pool
+  // Reuse the K/V of whole blocks of prompt tokens another request computed (the blocks stay cached until
+  // their slots are needed); requests that keep every prompt position's logits always compute them.
+  bool prefix_cache = true;
   SchedulerConfig scheduler;
 };
 
@@ -53,15 +56,17 @@ struct RequestResult {
   std::vector<TokenLogprobs> logprobs;  // one per output token when the request asked (logprobs >= 0)
   bool finished = false;
   FinishReason finish_reason = FinishReason::none;
-  int64_t first_step = -1;  // the engine step (0-based) in which the request was first scheduled; -1: not yet
-  std::string error;        // FinishReason::error: what went wrong, in one line
+  int64_t first_step = -1;    // the engine step (0-based) in which the request was first scheduled; -1: not yet
+  int64_t cached_tokens = 0;  // prompt tokens whose K/V came from the prefix cache at first admission
+  std::string error;          // FinishReason::error: what went wrong, in one line
 };
 
 // KV block usage summed over every dp rank's pool.
 struct KvUsage {
-  int64_t used_blocks = 0;
+  int64_t used_blocks = 0;  // referenced by a sequence
   int64_t total_blocks = 0;
   int64_t block_size = 0;
+  int64_t cached_blocks = 0;  // holding cached prefix content (referenced or not)
 };
 
 class Engine {

@@ -20,7 +20,19 @@ Scheduler::Scheduler(std::vector<BlockManager*> blocks, const SchedulerConfig& c
 
 void Scheduler::add(Sequence* seq) {
   SY_CHECK(!seq->tokens.empty(), "sequence {} has no tokens", seq->id);
-  const auto dp = static_cast<int32_t>(std::min_element(live_.begin(), live_.end()) - live_.begin());
+  auto dp = static_cast<int32_t>(std::min_element(live_.begin(), live_.end()) - live_.begin());
+  if (seq->prefix_cache && blocks_.size() > 1) {
+    const int64_t least = live_[static_cast<size_t>(dp)];
+    int64_t best = 0;
+    for (size_t d = 0; d < blocks_.size(); ++d) {
+      if (live_[d] > least + kPrefixLoadSlack) continue;
+      const int64_t cached = blocks_[d]->cached_prefix(seq->tokens, static_cast<int64_t>(seq->tokens.size()) - 1);
+      if (cached > best) {
+        best = cached;
+        dp = static_cast<int32_t>(d);
+      }
+    }
+  }
   const BlockManager& blocks = *blocks_[static_cast<size_t>(dp)];
   SY_CHECK(blocks.blocks_for(static_cast<int64_t>(seq->tokens.size()) + 1) <= blocks.n_blocks(),
            "sequence {} needs {} tokens of KV cache but the whole cache{} holds {}; raise the KV cache size", seq->id,
@@ -32,6 +44,7 @@ void Scheduler::add(Sequence* seq) {
 
 void Scheduler::preempt(Sequence* seq) {
   blocks_of(seq).release(seq->block_table);
+  seq->block_hashes.clear();
   seq->computed = 0;
   running_.erase(std::find(running_.begin(), running_.end(), seq));
   waiting_.push_front(seq);
@@ -75,14 +88,34 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
   for (size_t i = 0; i < waiting_.size() && budget > 0 && static_cast<int64_t>(out.size()) < config_.max_seqs;) {
     Sequence* seq = waiting_[i];
     const auto dp = static_cast<size_t>(seq->dp);
+    BlockManager& blocks = *blocks_[dp];
+    // Whole cached blocks first; the last token is always computed, since its logits give the next one.
+    int64_t matched = 0;
+    if (!pool_full[dp] && seq->prefix_cache && seq->computed == 0 && seq->block_table.empty()) {
+      matched = blocks.match_prefix(seq->tokens, static_cast<int64_t>(seq->tokens.size()) - 1, seq->block_table,
+                                    seq->block_hashes);
+      seq->computed = matched;
+    }
     const int64_t len = std::min(static_cast<int64_t>(seq->tokens.size()) - seq->computed, budget);
-    if (pool_full[dp] || !blocks_[dp]->can_grow(seq->block_table, seq->computed + len)) {
+    if (pool_full[dp] || !blocks.can_grow(seq->block_table, seq->computed + len)) {
+      if (matched > 0) {  // not admitted: its references go back until it is
+        blocks.release(seq->block_table);
+        seq->block_hashes.clear();
+        seq->computed = 0;
+      }
       pool_full[dp] = true;
       if (std::all_of(pool_full.begin(), pool_full.end(), [](bool full) { return full; })) break;
       ++i;
       continue;
     }
-    blocks_[dp]->grow(seq->block_table, seq->computed + len);
+    blocks.grow(seq->block_table, seq->computed + len);
+    if (seq->cached_tokens < 0) {
+      seq->cached_tokens = matched;
+      if (blocks.prefix_cache() && seq->prefix_cache) {
+        prefix_query_tokens_ += static_cast<int64_t>(seq->tokens.size());
+        prefix_hit_tokens_ += matched;
+      }
+    }
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
     running_.push_back(seq);
     out.push_back({.seq = seq, .start = seq->computed, .len = len});
@@ -94,6 +127,7 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
 void Scheduler::finish(Sequence* seq) {
   if (seq->finished) return;
   blocks_of(seq).release(seq->block_table);
+  seq->block_hashes.clear();
   seq->finished = true;
   --live_[static_cast<size_t>(seq->dp)];
   if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) running_.erase(it);

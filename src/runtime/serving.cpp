@@ -423,7 +423,8 @@ void ServingLoop::Impl::emit_step_tokens() {
                     .has_token = true,
                     .token = r.output[i],
                     .prompt_tokens = a.prompt_tokens,
-                    .output_tokens = static_cast<int64_t>(a.emitted)};
+                    .output_tokens = static_cast<int64_t>(a.emitted),
+                    .cached_tokens = r.cached_tokens};
       if (i < r.logprobs.size()) {
         ev.logprob = r.logprobs[i].logprob;
         ev.top_logprobs = r.logprobs[i].top;
@@ -443,7 +444,8 @@ void ServingLoop::Impl::emit_step_tokens() {
                  .finish = r.finish_reason,
                  .error = r.error,
                  .prompt_tokens = a.prompt_tokens,
-                 .output_tokens = static_cast<int64_t>(a.emitted)});
+                 .output_tokens = static_cast<int64_t>(a.emitted),
+                 .cached_tokens = r.cached_tokens});
       }
       engine.release(a.engine_id);
       it = active.erase(it);
@@ -461,6 +463,8 @@ void ServingLoop::Impl::publish_stats() {
                   .kv_usage = kv.total_blocks > 0 ? static_cast<double>(kv.used_blocks) / kv.total_blocks : 0.0,
                   .kv_capacity_tokens = kv.total_blocks * kv.block_size,
                   .preemptions = s.preemptions(),
+                  .prefix_query_tokens = s.prefix_query_tokens(),
+                  .prefix_hit_tokens = s.prefix_hit_tokens(),
                   .prompt_tokens_total = prompt_tokens_total,
                   .generation_tokens_total = generation_tokens_total,
                   .steps = engine.steps(),

@@ -37,6 +37,7 @@ struct TokenEvent {
   std::string error;  // FinishReason::error: the engine's one-line reason
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;  // so far, this token included
+  int64_t cached_tokens = 0;  // prompt tokens the prefix cache supplied (known once the request was scheduled)
   // On the first event after the request was first scheduled: when that step began (queue time ends there).
   std::optional<std::chrono::steady_clock::time_point> scheduled_at;
 };
@@ -63,6 +64,9 @@ struct ServingStats {
   double kv_usage = 0.0;  // fraction of KV blocks in use, all dp ranks
   int64_t kv_capacity_tokens = 0;
   int64_t preemptions = 0;
+  // Prefix cache: prompt tokens looked up (at each request's first admission) and found cached.
+  int64_t prefix_query_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
   int64_t steps = 0;

@@ -94,6 +94,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
         : stream(t, std::move(stop), std::move(stop_ids), logprobs), prompt_tokens(prompt_tokens) {}
     ChoiceStream stream;
     int64_t prompt_tokens;
+    int64_t cached_tokens = 0;  // from the prefix cache, as the engine reported it
     int64_t engine_id = -1;
     bool done = false;
     std::string text;                    // non-streamed: the whole text
@@ -128,6 +129,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     if (c.done) return;
     const Clock::time_point now = Clock::now();
     if (ev.scheduled_at && !c.scheduled) c.scheduled = ev.scheduled_at;
+    c.cached_tokens = std::max(c.cached_tokens, ev.cached_tokens);
     if (ev.has_token) {
       if (c.last_token) c.inter_token.push_back(since(*c.last_token, now));
       if (!c.first_token) c.first_token = now;
@@ -175,13 +177,16 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   }
 
   json total_usage() const {
-    int64_t prompt = 0, completion = 0;
+    int64_t prompt = 0, completion = 0, cached = 0;
     const auto n = static_cast<size_t>(spec_.sampling.n);
     for (size_t i = 0; i < choices_.size(); ++i) {
-      if (i % n == 0) prompt += choices_[i].prompt_tokens;  // a prompt run n times counts once
+      if (i % n == 0) {  // a prompt run n times counts once
+        prompt += choices_[i].prompt_tokens;
+        cached += choices_[i].cached_tokens;
+      }
       completion += choices_[i].stream.output_tokens();
     }
-    return usage(prompt, completion);
+    return usage(prompt, completion, cached);
   }
 
   void finish() {
@@ -237,9 +242,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
                     .output_tokens = c.stream.output_tokens(),
                     .finish_reason = c.finish_reason};
     ctx_.metrics.record(t);
-    log_info("request {}{}: {} prompt tokens, {} output tokens, finish {}, ttft {:.3f} s, total {:.3f} s", header_.id,
-             choices_.size() > 1 ? fmt::format("/{}", i) : "", t.prompt_tokens, t.output_tokens, t.finish_reason,
-             std::max(t.first_token_seconds, 0.0), t.e2e_seconds);
+    log_info("request {}{}: {} prompt tokens ({} cached), {} output tokens, finish {}, ttft {:.3f} s, total {:.3f} s",
+             header_.id, choices_.size() > 1 ? fmt::format("/{}", i) : "", t.prompt_tokens, c.cached_tokens,
+             t.output_tokens, t.finish_reason, std::max(t.first_token_seconds, 0.0), t.e2e_seconds);
   }
 
   ServerContext& ctx_;

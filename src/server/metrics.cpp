@@ -144,6 +144,14 @@ std::string Metrics::render(const ServingStats& s) const {
           static_cast<double>(s.generation_tokens_total));
   counter("num_preemptions_total", "Cumulative number of preemptions from the engine.",
           static_cast<double>(s.preemptions));
+  counter("prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache (at first admission).",
+          static_cast<double>(s.prefix_query_tokens));
+  counter("prefix_cache_hits_total", "Prompt tokens the prefix cache supplied.",
+          static_cast<double>(s.prefix_hit_tokens));
+  gauge("prefix_cache_hit_rate", "Prefix-cache hits over queries since start, in tokens (0 before any query).",
+        s.prefix_query_tokens > 0
+            ? static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(s.prefix_query_tokens)
+            : 0.0);
   // Per kind of step (decode only, or prefill tokens mixed in): how the time per output token splits.
   for (const auto& [name, help, field] :
        {std::tuple{"steps_total", "Forward passes run by the serving loop.", &StepTotals::steps},

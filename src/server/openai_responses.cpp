@@ -64,10 +64,11 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
-json usage(int64_t prompt_tokens, int64_t completion_tokens) {
+json usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"total_tokens", prompt_tokens + completion_tokens},
-          {"completion_tokens", completion_tokens}};
+          {"completion_tokens", completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
 json completion_logprobs(const text::Tokenizer& tokenizer, const std::vector<TokenLogprob>& entries, int64_t& offset) {

@@ -26,7 +26,8 @@ std::string dump(const json& j);
 std::string sse(const json& j);
 inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 
-json usage(int64_t prompt_tokens, int64_t completion_tokens);
+// OpenAI's usage object; prompt_tokens_details.cached_tokens: the prompt tokens the prefix cache supplied.
+json usage(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
 
 // What every response and chunk of one request carries.
 struct ResponseHeader {

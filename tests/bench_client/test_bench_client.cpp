@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "bench_client/dataset.h"
 #include "bench_client/http_call.h"
 #include "bench_client/load.h"
 #include "bench_client/report.h"
@@ -86,6 +87,52 @@ TEST(Url, Forms) {
   EXPECT_EQ(b.prefix, "/api");
   EXPECT_THROW(parse_base_url("https://example.org"), Error);
   EXPECT_THROW(parse_base_url("127.0.0.1:30000"), Error);
+}
+
+}  // namespace
+}  // namespace sy::bench
+
+namespace sy::bench {
+namespace {
+
+// --shared-prefix-len / --num-groups: prompt i starts with group i % N's prefix, then its own random part.
+TEST(Dataset, SharedPrefixGroups) {
+  const RandomDatasetSpec spec{.num_prompts = 9,
+                               .input_len = 20,
+                               .output_len = 4,
+                               .range_ratio = 0.5,
+                               .vocab_size = 1000,
+                               .seed = 3,
+                               .shared_prefix_len = 32,
+                               .num_groups = 3};
+  const std::vector<PromptRow> rows = make_random_id_prompts(spec);
+  ASSERT_EQ(rows.size(), 9u);
+  const auto ids = [&](size_t i) { return rows[i].prompt.get<std::vector<int64_t>>(); };
+  const auto head = [&](size_t i) {
+    const std::vector<int64_t> p = ids(i);
+    return std::vector<int64_t>(p.begin(), p.begin() + 32);
+  };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].prompt_len, static_cast<int64_t>(ids(i).size()));
+    EXPECT_GE(rows[i].prompt_len, 32 + 10);
+    EXPECT_LE(rows[i].prompt_len, 32 + 20);
+    EXPECT_EQ(head(i), head(i % 3)) << i;
+  }
+  EXPECT_NE(head(0), head(1));
+  EXPECT_NE(head(1), head(2));
+  EXPECT_NE(ids(0), ids(3));  // the suffixes are the prompts' own
+  // Without the option the prompts are the drawn lengths alone.
+  RandomDatasetSpec plain = spec;
+  plain.shared_prefix_len = 0;
+  for (const PromptRow& r : make_random_id_prompts(plain)) EXPECT_LE(r.prompt_len, 20);
+  RandomDatasetSpec bad = spec;
+  bad.num_groups = 10;
+  try {
+    make_random_id_prompts(bad);
+    ADD_FAILURE() << "10 groups for 9 prompts were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--num-groups 10"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -2,8 +2,12 @@
 // greedy continuation, alone, batched with the other prompts, and with the prompt prefilled in chunks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "common/fixture.h"
 #include "runtime/engine.h"
+#include "runtime/sampler.h"
 
 namespace sy {
 namespace {
@@ -94,6 +98,66 @@ TEST_P(Conformance, ChunkedPrefill) {
     SCOPED_TRACE("chunk " + std::to_string(chunk));
     expect_matches(engine.result(id), g, true);
   }
+}
+
+// Prefix cache: the greedy prompt run once fills the cache; the same prompt again (its cached blocks cover
+// all of it but the last, partial block), then the prompt extended by the first k greedy tokens (cached
+// blocks reaching into what the first request generated, the cached prefix ending inside the extended
+// prompt's last block) must continue as transformers does. Each generated token's logprob equals the one the
+// same request gets with the cache off within 1e-5 relative, and the reference logits' log_softmax within
+// the conformance tolerance.
+TEST_P(Conformance, CachedPrefixContinuesAsTransformers) {
+  const auto g = static_cast<size_t>(fixture_.greedy_prompt);
+  const auto& prompt = fixture_.prompts[g];
+  const auto steps = static_cast<int64_t>(fixture_.greedy_tokens.size());
+  // Logprobs of each generated token, and cached prompt tokens, of `p` generating `n` tokens.
+  struct Run {
+    std::vector<int32_t> output;
+    std::vector<float> logprobs;
+    int64_t cached = 0;
+  };
+  const auto run = [&](Engine& engine, const std::vector<int32_t>& p, int64_t n) {
+    const int64_t id = engine.add({.prompt = p, .max_new_tokens = n, .logprobs = 0});
+    engine.run();
+    engine.check_integrity();
+    Run r{.output = engine.result(id).output, .cached = engine.result(id).cached_tokens};
+    for (const TokenLogprobs& l : engine.result(id).logprobs) r.logprobs.push_back(l.logprob);
+    return r;
+  };
+  const int64_t k = std::min<int64_t>(5, steps - 1);
+  std::vector<int32_t> extended = prompt;
+  extended.insert(extended.end(), fixture_.greedy_tokens.begin(), fixture_.greedy_tokens.begin() + k);
+  EngineConfig off = engine_config(512);
+  off.prefix_cache = false;
+  Engine scratch(*model_, *backend_, off);
+  const Run want_full = run(scratch, prompt, steps), want_ext = run(scratch, extended, steps - k);
+  EXPECT_EQ(want_full.cached, 0);
+
+  Engine engine(*model_, *backend_, engine_config(512));
+  const Run first = run(engine, prompt, steps);
+  EXPECT_EQ(first.cached, 0);
+  const Run again = run(engine, prompt, steps);
+  const Run ext = run(engine, extended, steps - k);
+  const auto len = static_cast<int64_t>(prompt.size());
+  EXPECT_EQ(again.cached, (len - 1) / 4 * 4);  // whole blocks, the last prompt token always computed
+  EXPECT_EQ(ext.cached, (len + k - 1) / 4 * 4);
+  EXPECT_GT(engine.scheduler().prefix_hit_tokens(), 0);
+  const auto expect_close = [&](const Run& got, const Run& want, int64_t from, const char* what) {
+    SCOPED_TRACE(what);
+    ASSERT_EQ(got.output, std::vector<int32_t>(fixture_.greedy_tokens.begin() + from, fixture_.greedy_tokens.end()));
+    ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
+    for (size_t j = 0; j < got.logprobs.size(); ++j) {
+      EXPECT_NEAR(got.logprobs[j], want.logprobs[j], 1e-5 * std::max(1.0f, std::abs(want.logprobs[j]))) << "step " << j;
+      // The reference's logprob of the same token: log_softmax of transformers' logits row.
+      const float* row = fixture_.greedy_logits.data.data() + (from + static_cast<int64_t>(j)) * vocab_;
+      const TokenLogprobs ref = token_logprobs(row, vocab_, got.output[j], 0);
+      EXPECT_NEAR(got.logprobs[j], ref.logprob, test::kLogitTolerance * std::max(1.0f, std::abs(ref.logprob)))
+          << "step " << j;
+    }
+  };
+  expect_close(first, want_full, 0, "first run");
+  expect_close(again, want_full, 0, "same prompt, cached");
+  expect_close(ext, want_ext, k, "extended prompt, cached into the generated tokens");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Conformance, ::testing::ValuesIn(test::fixture_names()),

@@ -26,7 +26,8 @@ int32_t echo_next(const std::vector<int32_t>& tokens, int64_t vocab) {
 // A model that stands for every dp rank at once: it keeps one simulated KV pool per dp rank, and its
 // next token is echo_next over the tokens it reads back from the pool of the sequence's dp rank
 // through the block table. An output is therefore right only if every block a sequence reads held
-// that sequence's tokens, whatever else the step ran. It throws on any malformed batch.
+// that sequence's tokens, whatever else the step ran (blocks shared through the prefix cache included).
+// It throws on any malformed batch, and when a step writes a block that another sequence's table holds.
 class KvEchoModel : public StepRunner {
  public:
   KvEchoModel(int dp_size, int64_t kv_blocks, int64_t block_size) : kv_blocks_(kv_blocks), block_size_(block_size) {
@@ -53,14 +54,21 @@ class KvEchoModel : public StepRunner {
       auto& u = used_blocks[static_cast<size_t>(b.token_seq[i])];
       u = std::max(u, b.positions[i] / block_size_ + 1);
     }
-    std::vector<std::set<int32_t>> owned(pools_.size());
+    // Per dp rank: the sequences whose tables hold each block.
+    std::vector<std::map<int32_t, std::set<int32_t>>> holders(pools_.size());
     for (int64_t s = 0; s < b.n_seqs; ++s) {
       for (int64_t j = 0; j < used_blocks[static_cast<size_t>(s)]; ++j) {
         const int32_t block = b.block_tables[static_cast<size_t>(s * b.max_blocks + j)];
         SY_CHECK(block >= 0 && block < kv_blocks_, "block id {} outside a dp rank's pool of {}", block, kv_blocks_);
-        SY_CHECK(owned[static_cast<size_t>(b.seq_dp[static_cast<size_t>(s)])].insert(block).second,
-                 "block {} of dp rank {} is in two sequences' tables", block, b.seq_dp[static_cast<size_t>(s)]);
+        holders[static_cast<size_t>(b.seq_dp[static_cast<size_t>(s)])][block].insert(static_cast<int32_t>(s));
       }
+    }
+    for (size_t i = 0; i < b.tokens.size(); ++i) {
+      const int32_t s = b.token_seq[i];
+      const int32_t block = slot_of(b, s, b.positions[i]) / static_cast<int32_t>(block_size_);
+      SY_CHECK(holders[static_cast<size_t>(b.seq_dp[static_cast<size_t>(s)])][block].size() == 1,
+               "position {} of sequence {} writes block {} of dp rank {}, which another sequence's table holds",
+               b.positions[i], s, block, b.seq_dp[static_cast<size_t>(s)]);
     }
     for (size_t i = 0; i < b.tokens.size(); ++i) {
       const int32_t s = b.token_seq[i];
@@ -187,40 +195,105 @@ TEST_F(EngineDp, PreemptionStaysInsideTheDpRankThatRanOutOfBlocks) {
 // Random arrivals (with stop tokens) between steps: after every step every dp rank's pool is
 // partitioned exactly, placement follows the live counts, no sequence changes dp rank, and every
 // output is what its own tokens give.
+// Seeded rounds of adds, steps and aborts on KvEchoModel, the block accounting checked after every step and
+// every output checked at the end. With `shared`, prompts start with one of four prefixes of 2 to 9 blocks
+// (or are fresh), so that the prefix cache shares blocks between live and finished sequences.
+struct RandomRounds {
+  int64_t preemptions = 0;
+  int64_t hit_tokens = 0;
+  int64_t aborted = 0;
+};
+RandomRounds random_rounds(Backend& backend, int dp_size, bool prefix_cache, bool shared, unsigned seed) {
+  const int64_t blocks = shared ? 16 : 10;  // with shared prefixes: room for some cached blocks, and eviction
+  KvEchoModel model(dp_size, blocks, 4);
+  Engine engine(model, backend,
+                {.block_size = 4,
+                 .kv_blocks = blocks,
+                 .prefix_cache = prefix_cache,
+                 .scheduler = {.max_batch_tokens = 16, .max_seqs = 6}});
+  std::mt19937 rng(seed);
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::vector<std::vector<int32_t>> prefixes;
+  for (int k = 0; k < 4; ++k) prefixes.push_back(prompt_of(4 * uniform(2, 9), uniform(0, 60)));
+  std::vector<Request> requests;
+  std::map<int64_t, int32_t> placed;
+  std::set<int64_t> aborted;
+  RandomRounds out;
+  for (int round = 0; round < 300 || !engine.scheduler().idle(); ++round) {
+    if (round < 300 && uniform(0, 1) == 0) {
+      std::vector<int64_t> live(static_cast<size_t>(dp_size), 0);
+      for (const auto& [id, dp] : live_dp(engine.scheduler())) ++live[static_cast<size_t>(dp)];
+      Request r{.prompt = prompt_of(uniform(1, 16), uniform(0, 60)), .max_new_tokens = uniform(1, 16)};
+      if (shared && uniform(0, 3) != 0) {
+        std::vector<int32_t> p = prefixes[static_cast<size_t>(uniform(0, 3))];
+        p.resize(std::min<size_t>(p.size(), static_cast<size_t>(blocks * 4 - r.max_new_tokens) - r.prompt.size()));
+        r.prompt.insert(r.prompt.begin(), p.begin(), p.end());
+      }
+      if (uniform(0, 3) == 0) r.stop_tokens = {uniform(0, 60)};
+      requests.push_back(r);
+      const int64_t id = engine.add(r);
+      EXPECT_EQ(id + 1, static_cast<int64_t>(requests.size()));
+      placed[id] = engine.scheduler().waiting().back()->dp;
+      const int64_t least = *std::min_element(live.begin(), live.end());
+      if (prefix_cache) {  // the longest cached prefix, within the load slack
+        EXPECT_LE(live[static_cast<size_t>(placed[id])], least + Scheduler::kPrefixLoadSlack);
+      } else {
+        EXPECT_EQ(placed[id], std::min_element(live.begin(), live.end()) - live.begin());
+      }
+    }
+    if (round < 300 && uniform(0, 9) == 0 && !live_dp(engine.scheduler()).empty()) {
+      const auto live = live_dp(engine.scheduler());
+      auto it = live.begin();
+      std::advance(it, uniform(0, static_cast<int>(live.size()) - 1));
+      if (engine.abort(it->first)) aborted.insert(it->first);
+      engine.check_integrity();
+    }
+    if (engine.scheduler().idle()) continue;
+    EXPECT_TRUE(engine.step());
+    engine.check_integrity();
+    for (const auto& [id, dp] : live_dp(engine.scheduler())) EXPECT_EQ(dp, placed[id]) << "request " << id;
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const RequestResult& r = engine.result(static_cast<int64_t>(i));
+    EXPECT_TRUE(r.finished);
+    if (aborted.count(static_cast<int64_t>(i)) != 0) continue;
+    EXPECT_EQ(r.output, echo_output(requests[i], 61)) << "request " << i;
+    EXPECT_EQ(r.cached_tokens % 4, 0);
+    EXPECT_LT(r.cached_tokens, static_cast<int64_t>(requests[i].prompt.size()));
+  }
+  out.preemptions = engine.scheduler().preemptions();
+  out.hit_tokens = engine.scheduler().prefix_hit_tokens();
+  out.aborted = static_cast<int64_t>(aborted.size());
+  return out;
+}
+
 TEST_F(EngineDp, KvAccountingStaysExactOverRandomRounds) {
   for (int dp_size : {1, 2, 3}) {
     SCOPED_TRACE("dp " + std::to_string(dp_size));
-    KvEchoModel model(dp_size, 10, 4);
-    Engine engine(model, *backend_,
-                  {.block_size = 4, .kv_blocks = 10, .scheduler = {.max_batch_tokens = 16, .max_seqs = 6}});
-    std::mt19937 rng(99u + static_cast<unsigned>(dp_size));
-    auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-    std::vector<Request> requests;
-    std::map<int64_t, int32_t> placed;
-    for (int round = 0; round < 300 || !engine.scheduler().idle(); ++round) {
-      if (round < 300 && uniform(0, 1) == 0) {
-        std::vector<int64_t> live(static_cast<size_t>(dp_size), 0);
-        for (const auto& [id, dp] : live_dp(engine.scheduler())) ++live[static_cast<size_t>(dp)];
-        Request r{.prompt = prompt_of(uniform(1, 16), uniform(0, 60)), .max_new_tokens = uniform(1, 16)};
-        if (uniform(0, 3) == 0) r.stop_tokens = {uniform(0, 60)};
-        requests.push_back(r);
-        const int64_t id = engine.add(r);
-        ASSERT_EQ(id + 1, static_cast<int64_t>(requests.size()));
-        placed[id] = engine.scheduler().waiting().back()->dp;
-        EXPECT_EQ(placed[id], std::min_element(live.begin(), live.end()) - live.begin());
-      }
-      if (engine.scheduler().idle()) continue;
-      ASSERT_TRUE(engine.step());
-      engine.check_integrity();
-      for (const auto& [id, dp] : live_dp(engine.scheduler())) ASSERT_EQ(dp, placed[id]) << "request " << id;
-    }
-    EXPECT_GT(engine.scheduler().preemptions(), 0);
-    for (size_t i = 0; i < requests.size(); ++i) {
-      const RequestResult& r = engine.result(static_cast<int64_t>(i));
-      EXPECT_TRUE(r.finished);
-      EXPECT_EQ(r.output, echo_output(requests[i], 61)) << "request " << i;
+    const RandomRounds r = random_rounds(*backend_, dp_size, false, false, 99u + static_cast<unsigned>(dp_size));
+    EXPECT_GT(r.preemptions, 0);
+    EXPECT_EQ(r.hit_tokens, 0);
+  }
+}
+
+// The same with the prefix cache on and prompts sharing prefixes: blocks are shared between sequences,
+// released into the cache, matched again and evicted, under preemption and aborts, over many seeds.
+TEST_F(EngineDp, PrefixCacheKeepsAccountingAndOutputsOverRandomRounds) {
+  int64_t hits = 0, preemptions = 0, aborted = 0;
+  for (int dp_size : {1, 2, 3}) {
+    for (unsigned seed = 0; seed < 20; ++seed) {
+      SCOPED_TRACE("dp " + std::to_string(dp_size) + " seed " + std::to_string(seed));
+      const RandomRounds r =
+          random_rounds(*backend_, dp_size, true, true, 1000u * static_cast<unsigned>(dp_size) + seed);
+      hits += r.hit_tokens;
+      preemptions += r.preemptions;
+      aborted += r.aborted;
+      if (HasFailure()) return;
     }
   }
+  EXPECT_GT(hits, 1000);  // the cache was used, not just on
+  EXPECT_GT(preemptions, 0);
+  EXPECT_GT(aborted, 0);
 }
 
 // A single-rank model run as attention-DP: one pool holds every dp rank's blocks side by side (block

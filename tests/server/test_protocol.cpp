@@ -168,11 +168,12 @@ TEST(OpenAiResponses, ChunksAndUsage) {
   EXPECT_TRUE(c["choices"][0]["finish_reason"].is_null());
   EXPECT_EQ(sse(c).substr(0, 6), "data: ");
   EXPECT_EQ(sse(c).substr(sse(c).size() - 2), "\n\n");
-  const json u = usage_chunk(h, "chat.completion.chunk", usage(3, 4));
+  const json u = usage_chunk(h, "chat.completion.chunk", usage(3, 4, 2));
   EXPECT_TRUE(u["choices"].empty());
   EXPECT_EQ(u["usage"]["total_tokens"], 7);
+  EXPECT_EQ(u["usage"]["prompt_tokens_details"]["cached_tokens"], 2);  // as OpenAI reports prompt caching
   const json r =
-      chat_response(h, {{.index = 0, .text = "t", .logprobs = nullptr, .finish_reason = "length"}}, usage(1, 1));
+      chat_response(h, {{.index = 0, .text = "t", .logprobs = nullptr, .finish_reason = "length"}}, usage(1, 1, 0));
   EXPECT_EQ(r["object"], "chat.completion");
   EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(r["choices"][0]["finish_reason"], "length");

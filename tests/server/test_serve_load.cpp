@@ -243,3 +243,35 @@ TEST(ServeApi, StopStringsNLogprobsAndTokenizerRoutes) {
 
 }  // namespace
 }  // namespace sy::test
+
+namespace sy::test {
+namespace {
+
+// The prefix cache through the server: the same prompt twice gives the same greedy text, and the second
+// response's usage.prompt_tokens_details.cached_tokens (as OpenAI reports prompt caching) counts the whole
+// 16-token blocks of its prompt but the last token; /metrics counts the queries and hits. With
+// --no-prefix-cache nothing is cached.
+TEST(ServeApi, PrefixCacheReportsCachedTokens) {
+  std::string prompt;
+  for (int i = 0; i < 12; ++i) prompt += "the quick brown fox jumps over the lazy dog " + std::to_string(i) + ". ";
+  const json body = {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}};
+  for (bool cache : {true, false}) {
+    SCOPED_TRACE(cache ? "cache on" : "--no-prefix-cache");
+    ServerProcess server(tiny_model_args() + (cache ? "" : " --no-prefix-cache"));
+    const int port = server.port();
+    const json first = post_json(port, "/v1/completions", body);
+    const json second = post_json(port, "/v1/completions", body);
+    const int64_t len = first["usage"]["prompt_tokens"].get<int64_t>();
+    ASSERT_GT(len, 64);
+    EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    EXPECT_EQ(second["usage"]["prompt_tokens_details"]["cached_tokens"], cache ? (len - 1) / 16 * 16 : 0);
+    EXPECT_EQ(second["choices"][0]["text"], first["choices"][0]["text"]);
+    const std::string metrics = get(port, "/metrics").body;
+    EXPECT_EQ(metric(metrics, "switchyard:prefix_cache_queries_total{"), cache ? 2.0 * static_cast<double>(len) : 0.0);
+    EXPECT_EQ(metric(metrics, "switchyard:prefix_cache_hits_total{"),
+              cache ? static_cast<double>((len - 1) / 16 * 16) : 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace sy::test
