@@ -25,7 +25,7 @@ RunResult run(const std::string& args, bool with_stderr = true) {
   const auto t0 = std::chrono::steady_clock::now();
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
-  std::array<char, 4096> buf;
+  std::array<char, 4096> buf{};
   while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
   const int status = pclose(p);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
