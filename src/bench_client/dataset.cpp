@@ -119,7 +119,7 @@ std::vector<PromptRow> make_random_text_prompts(const RandomDatasetSpec& spec, R
     }
     int64_t len = static_cast<int64_t>(got.size());
     if (!prefixes.empty()) {
-      text = prefixes[i % prefixes.size()] + text;
+      text.insert(0, prefixes[i % prefixes.size()]);
       len = static_cast<int64_t>(tokenizer.encode(text).size());
     }
     rows.push_back({.prompt = std::move(text), .prompt_len = len, .output_len = l.output[i]});

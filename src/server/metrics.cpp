@@ -93,7 +93,7 @@ std::vector<double> buckets_1_2_5(int64_t max) {
   }
 }
 
-Metrics::Metrics(std::string model_name, int64_t max_model_len)
+Metrics::Metrics(const std::string& model_name, int64_t max_model_len)
     : labels_(fmt::format("model_name=\"{}\"", escape_label(model_name))),
       ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
              1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),

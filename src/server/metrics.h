@@ -39,7 +39,7 @@ struct RequestTiming {
 
 class Metrics {
  public:
-  Metrics(std::string model_name, int64_t max_model_len);
+  Metrics(const std::string& model_name, int64_t max_model_len);
   // Thread-safe.
   void record(const RequestTiming& t);
   // The /metrics page. Thread-safe.

@@ -214,7 +214,7 @@ RandomRounds random_rounds(Backend& backend, int dp_size, bool prefix_cache, boo
   std::mt19937 rng(seed);
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   std::vector<std::vector<int32_t>> prefixes;
-  for (int k = 0; k < 4; ++k) prefixes.push_back(prompt_of(4 * uniform(2, 9), uniform(0, 60)));
+  for (int k = 0; k < 4; ++k) prefixes.push_back(prompt_of(int64_t{4} * uniform(2, 9), uniform(0, 60)));
   std::vector<Request> requests;
   std::map<int64_t, int32_t> placed;
   std::set<int64_t> aborted;
