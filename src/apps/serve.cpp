@@ -35,6 +35,7 @@ struct ServeOptions {
   int64_t layers = 0;
   int64_t block_size = 16;
   bool no_prefix_cache = false;
+  std::string dp_placement = "prefix";
   // As SGLang's chunked prefill and vLLM's step budget on 80-141 GB GPUs; on the H200 it gave a lower TPOT
   // than 2,048 at every concurrency measured (docs/perf-notes.md, "the server against its engine").
   int64_t max_batch_tokens = 8192;
@@ -119,7 +120,9 @@ int serve(const ServeOptions& o, const ServeChecked& c, Communicator* world, con
                 {.block_size = o.block_size,
                  .kv_blocks = kv.blocks,
                  .prefix_cache = !o.no_prefix_cache,
-                 .scheduler = {.max_batch_tokens = o.max_batch_tokens, .max_seqs = o.max_running_requests}});
+                 .scheduler = {.max_batch_tokens = o.max_batch_tokens,
+                               .max_seqs = o.max_running_requests,
+                               .prefix_placement = o.dp_placement == "prefix"}});
   ServingLoop loop(engine, world);
   if (rank != 0) {
     // Rank 0 ends every rank's loop after its drain; a signal that mpirun forwards must not end this one first.
@@ -191,6 +194,11 @@ CommandMain add_serve_command(CLI::App& app, Launch& launch) {
   cmd->add_flag("--no-prefix-cache", o->no_prefix_cache,
                 "compute every prompt in full (by default whole blocks of a prompt that an earlier request computed "
                 "are reused)");
+  cmd->add_option("--dp-placement", o->dp_placement,
+                  "under --dp: `prefix` puts a request on the dp rank caching its longest prefix unless that rank has "
+                  "more than 4 requests over the least loaded; `least-loaded` ignores the cache")
+      ->check(CLI::IsMember({"prefix", "least-loaded"}))
+      ->capture_default_str();
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per forward pass (prefill chunk size)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-running-requests", o->max_running_requests, "sequences per forward pass")

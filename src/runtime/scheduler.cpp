@@ -21,7 +21,7 @@ Scheduler::Scheduler(std::vector<BlockManager*> blocks, const SchedulerConfig& c
 void Scheduler::add(Sequence* seq) {
   SY_CHECK(!seq->tokens.empty(), "sequence {} has no tokens", seq->id);
   auto dp = static_cast<int32_t>(std::min_element(live_.begin(), live_.end()) - live_.begin());
-  if (seq->prefix_cache && blocks_.size() > 1) {
+  if (config_.prefix_placement && seq->prefix_cache && blocks_.size() > 1) {
     const int64_t least = live_[static_cast<size_t>(dp)];
     int64_t best = 0;
     for (size_t d = 0; d < blocks_.size(); ++d) {

@@ -20,6 +20,9 @@ namespace sy {
 struct SchedulerConfig {
   int64_t max_batch_tokens = 512;  // tokens per forward pass (prefill chunks + decode tokens)
   int64_t max_seqs = 64;           // sequences per forward pass
+  // Under attention DP: place a request on the dp rank holding its longest cached prefix (within the load
+  // slack), or (false) always on the least loaded one.
+  bool prefix_placement = true;
 };
 
 // One sequence as the scheduler sees it. `tokens` holds prompt and generated tokens; the first
@@ -55,7 +58,8 @@ class Scheduler {
   // A single KV pool (dp size 1).
   Scheduler(BlockManager& blocks, const SchedulerConfig& config) : Scheduler(std::vector{&blocks}, config) {}
 
-  // Places the sequence on a dp rank, then queues it at the back of the waiting list. The rank: the one
+  // Places the sequence on a dp rank, then queues it at the back of the waiting list. The rank (with
+  // SchedulerConfig::prefix_placement): the one
   // whose cache holds the longest prefix of its tokens, unless that rank has more than
   // kPrefixLoadSlack live (added, not finished) sequences over the least loaded one; otherwise (and with
   // no cached prefix anywhere) the least loaded, the lowest index on ties. Deterministic, so that every

@@ -255,3 +255,51 @@ TEST(SchedulerDp, KvAccountingStaysExactOverRandomRounds) {
 
 }  // namespace
 }  // namespace sy
+
+namespace sy {
+namespace {
+
+// Prefix-aware placement under attention DP: a sequence goes to the dp rank whose cache holds its longest
+// prefix, unless that rank has more than kPrefixLoadSlack live sequences over the least loaded; with
+// prefix_placement off, or with nothing cached, to the least loaded.
+TEST(Scheduler, DpPlacementFollowsTheCachedPrefixWithinTheLoadSlack) {
+  std::vector<int32_t> prefix;
+  for (int32_t t = 0; t < 12; ++t) prefix.push_back(100 + t);
+  for (bool prefix_placement : {true, false}) {
+    SCOPED_TRACE(prefix_placement ? "prefix placement" : "least loaded");
+    BlockManager m0(32, 4, true), m1(32, 4, true);
+    // Rank 1 caches the prefix's 3 blocks (computed by a sequence that has finished since).
+    std::vector<int32_t> table;
+    std::vector<uint64_t> hashes;
+    m1.grow(table, 12);
+    m1.commit(prefix, 12, table, hashes);
+    m1.release(table);
+    ASSERT_EQ(m1.cached_blocks(), 3);
+    Scheduler s({&m0, &m1}, {.max_batch_tokens = 64, .max_seqs = 64, .prefix_placement = prefix_placement});
+    std::vector<std::unique_ptr<Sequence>> seqs;
+    const auto add = [&](std::vector<int32_t> tokens) {
+      seqs.push_back(std::make_unique<Sequence>());
+      seqs.back()->id = static_cast<int64_t>(seqs.size());
+      seqs.back()->tokens = std::move(tokens);
+      s.add(seqs.back().get());
+      return seqs.back()->dp;
+    };
+    std::vector<int32_t> with_prefix = prefix;
+    with_prefix.push_back(7);
+    // A sequence without the prefix goes to rank 0; those with it to rank 1 until rank 1 is ahead by more
+    // than the slack.
+    EXPECT_EQ(add({1, 2, 3}), 0);
+    EXPECT_EQ(add(with_prefix), 1);  // the least loaded rank too
+    EXPECT_EQ(add(with_prefix), prefix_placement ? 1 : 0);
+    for (int i = 0; i < Scheduler::kPrefixLoadSlack && prefix_placement; ++i) EXPECT_EQ(add(with_prefix), 1);
+    if (prefix_placement) {
+      ASSERT_EQ(s.live(1) - s.live(0), Scheduler::kPrefixLoadSlack + 1);
+      EXPECT_EQ(add(with_prefix), 0);  // past the slack: the least loaded rank
+    }
+    const int32_t least = s.live(0) <= s.live(1) ? 0 : 1;
+    EXPECT_EQ(add({9, 9, 9, 9, 9}), least);  // nothing cached: the least loaded
+  }
+}
+
+}  // namespace
+}  // namespace sy
