@@ -210,7 +210,7 @@ TEST(SchedulerDp, KvAccountingStaysExactOverRandomRounds) {
         s.add(seqs.back().get());
         EXPECT_EQ(seqs.back()->dp, least);
         placed[seqs.back()->id] = seqs.back()->dp;
-        target_len[seqs.back()->id] = static_cast<size_t>(prompt + uniform(1, 16));
+        target_len[seqs.back()->id] = static_cast<size_t>(prompt) + static_cast<size_t>(uniform(1, 16));
       }
       const auto chunks = s.schedule();
       int64_t tokens = 0;
