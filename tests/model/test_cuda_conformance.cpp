@@ -12,6 +12,8 @@
 // row's max-abs logit leaves a margin over the ~1e-3 we measured (bench/results/cuda-tests.txt).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "backend/cuda/cuda_backend.h"
@@ -111,6 +113,49 @@ TEST(CudaCapture, ReplayedDecodeStepsMatchCpuBf16) {
         << "request " << r;
   }
   fs::remove_all(dir);
+}
+
+// The prefix cache on the GPU: the greedy prompt, then the same prompt extended by k greedy tokens (k
+// giving a cached prefix that ends inside the extended prompt's last block, and k making the prompt whole
+// blocks, all cached but the last), continue with the tokens and, within the bf16 tolerance, the logprobs
+// of the same requests with the cache off.
+TEST_P(CudaConformance, CachedPrefixMatchesUncached) {
+  const auto f = test::load_fixture(GetParam());
+  auto gpu = make_cuda_backend(0);
+  auto model = load_model({.dir = f.dir}, *gpu);
+  const auto& prompt = f.prompts[static_cast<size_t>(f.greedy_prompt)];
+  const auto steps = static_cast<int64_t>(f.greedy_tokens.size());
+  const auto len = static_cast<int64_t>(prompt.size());
+  std::vector<std::vector<int32_t>> prompts = {prompt};
+  for (int64_t k : {int64_t{5}, (4 - len % 4) % 4 + 4}) {
+    if (k >= steps) continue;
+    std::vector<int32_t> p = prompt;
+    p.insert(p.end(), f.greedy_tokens.begin(), f.greedy_tokens.begin() + k);
+    prompts.push_back(p);
+  }
+  std::vector<RequestResult> results[2];
+  for (bool cache : {true, false}) {
+    Engine engine(*model, *gpu, {.block_size = 4, .kv_blocks = 64, .prefix_cache = cache});
+    for (const auto& p : prompts) {
+      const int64_t id =
+          engine.add({.prompt = p, .max_new_tokens = steps - static_cast<int64_t>(p.size()) + len, .logprobs = 0});
+      engine.run();
+      engine.check_integrity();
+      results[cache ? 0 : 1].push_back(engine.result(id));
+    }
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE("prompt " + std::to_string(i));
+    const RequestResult &on = results[0][i], &off = results[1][i];
+    EXPECT_EQ(on.cached_tokens, i == 0 ? 0 : (static_cast<int64_t>(prompts[i].size()) - 1) / 4 * 4);
+    EXPECT_EQ(off.cached_tokens, 0);
+    ASSERT_EQ(on.output, off.output);
+    for (size_t j = 0; j < on.logprobs.size(); ++j) {
+      EXPECT_NEAR(on.logprobs[j].logprob, off.logprobs[j].logprob,
+                  kLogitTolerance * std::max(1.0f, std::abs(off.logprobs[j].logprob)))
+          << "step " << j;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaConformance, ::testing::ValuesIn(test::fixture_names()),
