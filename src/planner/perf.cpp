@@ -65,7 +65,8 @@ DecodeEstimate estimate_decode(const ModelDesc& s, const ParallelSizes& sz, cons
     for (int i = 0; i < kPartCount; ++i) {
       const Part p = static_cast<Part>(i);
       if (p == Part::embedding || p == Part::nextn) continue;  // a decode step reads only the batch's rows
-      const double b = static_cast<double>(st.weights[idx(p)]);
+      // What the device reads: the weights as it holds them (dequantised at load in this build).
+      const double b = static_cast<double>(st.device_weights[idx(p)]);
       bytes += p == Part::experts ? b * touched : b;
     }
     bytes += tokens_dp * static_cast<double>(context) * static_cast<double>(st.kv_bytes_per_token);

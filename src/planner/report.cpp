@@ -139,7 +139,8 @@ std::string format_target(const PlanTarget& t) {
     const int64_t bytes = t.weights.total().bytes - t.weights.nextn.bytes;
     out += fmt::format(
         "note     this build dequantises them at load, so a GPU holds them in BF16 ({} in all, {:.1f}x) until its "
-        "kernels read the quantised form: weights/GPU and the memory check count what the GPU holds\n",
+        "kernels read the quantised form: weights/GPU, the memory check and the decode floor count what the GPU "
+        "holds\n",
         format_bytes(params * 2), static_cast<double>(params * 2) / static_cast<double>(std::max<int64_t>(bytes, 1)));
   }
   out += fmt::format("machine  {}: {} at {} TB/s per GPU, {} {} GB/s\n", t.cluster.describe(),
