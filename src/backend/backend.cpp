@@ -1,6 +1,8 @@
 // Backend ops with a default in terms of the others (a backend overrides them to fuse).
 #include "backend/backend.h"
 
+#include "base/check.h"
+
 namespace sy {
 
 void Backend::qk_norm_rope_kv_write(const QkRopeKvArgs& a) {
@@ -30,6 +32,16 @@ void Backend::qk_norm_rope_kv_write(const QkRopeKvArgs& a) {
             .kv_heads = a.kv_heads,
             .head_dim = a.head_dim,
             .v_head_dim = a.head_dim});
+}
+
+void Backend::linear_quant(const float* x, const Matrix& w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k) {
+  (void)x, (void)bias, (void)y;
+  SY_FAIL("this backend keeps no quantised weights, but linear got a quantised [{}, {}] matrix for {} rows (format {})",
+          n, k, m, static_cast<int>(w.q.format));
+}
+
+void Backend::fill_random_fp8(const RandomFp8Args& a) {
+  SY_FAIL("this backend keeps no FP8 weights, but was asked to draw {} of them", a.n);
 }
 
 }  // namespace sy

@@ -33,6 +33,26 @@ class DeviceBuffer {
 // on every backend; a backend may round them to its weight type at matrix-product inputs.
 using WeightPtr = const void*;
 
+// A weight matrix as the backend holds it: dense (q.dense(): w in weight_dtype()) or in a quantised
+// form the backend computes with directly (q says which; w then points at its packed values).
+struct Matrix {
+  WeightPtr w = nullptr;
+  QuantView q;
+  explicit operator bool() const { return w != nullptr; }
+};
+
+// Random FP8 block weights: e4m3 values of N(0, stddev / scale) and every scale `scale` (so the weights
+// are N(0, stddev) to within the e4m3 rounding).
+struct RandomFp8Args {
+  void* dst = nullptr;  // [n] e4m3 bytes
+  int64_t n = 0;
+  float* scales = nullptr;  // [n_scales]
+  int64_t n_scales = 0;
+  uint64_t seed = 0;
+  float stddev = 1.0f;
+  float scale = 1.0f;
+};
+
 struct RandomFillArgs {
   void* dst = nullptr;  // [n] device memory of weight_dtype()
   int64_t n = 0;
@@ -88,6 +108,21 @@ class Backend {
   virtual void zero(void* dst, size_t bytes) = 0;
   // y[m, n] = x[m, k] · w[n, k]^T (+ bias[n])
   virtual void linear(const float* x, WeightPtr w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k) = 0;
+  // y[m, n] = x[m, k] · w[n, k]^T (+ bias[n]) for a matrix in any form this backend keeps.
+  void linear(const float* x, const Matrix& w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k) {
+    if (w.q.dense()) return linear(x, w.w, bias, y, m, n, k);
+    linear_quant(x, w, bias, y, m, n, k);
+  }
+  // Whether this backend computes with FP8 block-scaled matrices of [rows, cols] in blocks of
+  // block_rows x block_cols as they are stored (QuantView fp8_block), in linear and moe_experts; if not,
+  // the loader dequantises them to weight_dtype().
+  virtual bool keeps_fp8_block(int64_t rows, int64_t cols, int64_t block_rows, int64_t block_cols) const {
+    (void)rows, (void)cols, (void)block_rows, (void)block_cols;
+    return false;
+  }
+  // linear for a quantised matrix (w.q not dense); only called for forms keeps_* accepted.
+  virtual void linear_quant(const float* x, const Matrix& w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k);
+  virtual void fill_random_fp8(const RandomFp8Args& a);
   // As linear, with fp32 weights and fp32 math on every backend (routers: a flipped expert choice costs
   // far more than the bytes saved).
   virtual void linear_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) = 0;

@@ -91,6 +91,22 @@ struct QkRopeKvArgs {
   int64_t head_dim = 0;
 };
 
+// How a weight matrix is stored when a backend keeps a checkpoint's quantised form on the device instead
+// of dequantising it at load (Backend::keeps_fp8_block). dense: the backend's weight dtype. fp8_block:
+// E4M3 bytes [rows, cols] with one fp32 scale per block of block_rows x block_cols (DeepSeek-V3's form),
+// w[r, c] = float(q[r, c]) * scales[(r / block_rows) * scale_cols + c / block_cols]; for an array of
+// matrices (experts), matrix e's scales start at scales + e * scale_stride.
+enum class WeightFormat : uint8_t { dense, fp8_block };
+struct QuantView {
+  WeightFormat format = WeightFormat::dense;
+  const float* scales = nullptr;
+  int64_t block_rows = 0;
+  int64_t block_cols = 0;
+  int64_t scale_cols = 0;    // ceil(cols / block_cols)
+  int64_t scale_stride = 0;  // scales per matrix of an array
+  bool dense() const { return format == WeightFormat::dense; }
+};
+
 // The routed experts of one MoE layer: out[t] = Σ_k weights[t, k] · expert_{ids[t, k]}(x[t]) with
 // expert(x) = down(silu(gate x) · up x). Routing itself (which experts, which weights) is the model's.
 struct MoeExpertsArgs {
@@ -99,7 +115,9 @@ struct MoeExpertsArgs {
   const float* weights = nullptr;       // [tokens, top_k], the final combine weights
   const void* gate_up = nullptr;        // weight [n_experts, 2 * inter, hidden], gate rows first
   const void* down = nullptr;           // weight [n_experts, hidden, inter]
-  float* out = nullptr;                 // [tokens, hidden], overwritten
+  QuantView gate_up_q;                  // dense, or how gate_up and down are stored (fp8_block: E4M3 bytes)
+  QuantView down_q;
+  float* out = nullptr;  // [tokens, hidden], overwritten
   int64_t tokens = 0;
   int64_t hidden = 0;
   int64_t inter = 0;

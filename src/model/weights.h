@@ -45,6 +45,15 @@ struct WeightStore {
   bool checks_only = false;
 };
 
+// Room for `count` weight matrices of [rows, cols] each (experts; parts such as gate and up stacked in one
+// matrix), in the form the backend computes with: dense in its weight dtype, or block FP8 as stored.
+struct MatrixArray {
+  Matrix first;  // matrix 0
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t count = 0;
+};
+
 class WeightLoader {
  public:
   // checkpoint == nullptr: random weights drawn from `seed`. groups: the layout this rank loads its share
@@ -60,6 +69,22 @@ class WeightLoader {
   // (the checkpoint is memory-mapped). Random weights of a slice are drawn for that slice alone.
   void load_into(const std::string& name, const Shape& shape, void* dst, WeightInit init = WeightInit::normal,
                  const Slice& slice = {});
+  // A linear weight [out, in] (its slice), in the form the backend computes with: block FP8 as stored when
+  // the checkpoint's tensor is block FP8 (random weights: when quantization_config quantises it) and the
+  // backend keeps that form for this shape, else dequantised to the backend's weight dtype.
+  Matrix bind_matrix(const std::string& name, const Shape& shape, const Slice& slice = {});
+  // Room for `count` matrices of [rows, cols] filled by load_matrix_into, parts of `part_rows` rows (or
+  // one part of all rows); their form is decided by `probe` (the first tensor loaded, of checkpoint shape
+  // `probe_shape`, cut by `slice` as every part is): block FP8 as bind_matrix keeps it when every part
+  // starts on a block row and the slice cuts no block, else dense.
+  MatrixArray allocate_matrices(const std::string& probe, const Shape& probe_shape, int64_t count, int64_t rows,
+                                int64_t cols, int64_t part_rows, const Slice& slice = {});
+  // Loads the linear weight `name` (checkpoint shape `shape`, cut by `slice`) into matrix `index` of `dst`
+  // from row `row0` on. Every part of a block-FP8 array must be block FP8 in the checkpoint.
+  void load_matrix_into(const std::string& name, const Shape& shape, const MatrixArray& dst, int64_t index,
+                        int64_t row0, const Slice& slice = {});
+  // Matrix `index` of `a` from row `row0` on (a part of a stacked matrix, or one expert).
+  Matrix matrix_at(const MatrixArray& a, int64_t index, int64_t row0 = 0) const;
   // As bind, but stored as fp32 whatever the backend's weight dtype (routers).
   const float* bind_f32(const std::string& name, const Shape& shape);
   // Allocates device memory of `numel` elements without filling it (for fused tensors).
@@ -109,6 +134,13 @@ class WeightLoader {
   const TensorInfo* check_nvfp4(const std::string& name, const Shape& shape, const TensorInfo& packed) const;
   void fill_nvfp4(const std::string& name, const Shape& shape, const TensorInfo& packed, void* dst, DType target,
                   const Slice& slice);
+  // Whether the tensor `name` of checkpoint shape `shape`, cut by `slice`, into matrices of [rows, cols]
+  // in parts of `part_rows` rows, stays block FP8 on the device (allocate_matrices).
+  bool keeps_fp8(const std::string& name, const Shape& shape, int64_t rows, int64_t cols, int64_t part_rows,
+                 const Slice& slice) const;
+  // load_matrix_into for a block-FP8 array: the E4M3 bytes and the scales of the slice, as stored.
+  void load_fp8_matrix(const std::string& name, const Shape& shape, const MatrixArray& dst, int64_t index, int64_t row0,
+                       const Slice& slice);
   // Rows [row0, row0 + rows) x columns [col0, col0 + cols) of the FP8 weight `t`, dequantised into staging_.
   void dequantise_fp8(const TensorInfo& t, const TensorInfo& scales, int64_t row0, int64_t rows, int64_t col0,
                       int64_t cols);
@@ -124,6 +156,7 @@ class WeightLoader {
   std::vector<float> staging_;
   std::vector<uint16_t> staging16_;
   std::vector<float> scale_staging_;
+  std::vector<uint8_t> byte_staging_;
   WeightQuant quant_;
   // Loading progress on a terminal (rank 0, checkpoint weights): bytes read of the checkpoint's total.
   void show_progress(size_t bytes);

@@ -2,6 +2,7 @@
 #include "model/blocks/attention.h"
 
 #include <cmath>
+#include <numeric>
 #include <string_view>
 
 #include "base/check.h"
@@ -57,17 +58,17 @@ GqaAttentionWeights bind_gqa_attention(WeightLoader& loader, const std::string& 
   const Slice o_cols = split ? Slice{.dim = 1, .start = sh.head0 * d, .count = sh.local.n_heads * d} : Slice{};
   const int64_t lq = sh.local.n_heads * d, lkv = sh.local.kv_heads * d;
   GqaAttentionWeights w;
-  void* qkv = loader.allocate((lq + 2 * lkv) * c.hidden);
-  loader.load_into(prefix + "q_proj.weight", {q_dim, c.hidden}, qkv, WeightInit::normal, q_rows);
-  loader.load_into(prefix + "k_proj.weight", {kv_dim, c.hidden}, loader.at(qkv, lq * c.hidden), WeightInit::normal,
-                   kv_rows);
-  loader.load_into(prefix + "v_proj.weight", {kv_dim, c.hidden}, loader.at(qkv, (lq + lkv) * c.hidden),
-                   WeightInit::normal, kv_rows);
-  w.qkv = qkv;
-  w.q_proj = qkv;
-  w.k_proj = loader.at(qkv, lq * c.hidden);
-  w.v_proj = loader.at(qkv, (lq + lkv) * c.hidden);
-  w.o_proj = loader.bind(prefix + "o_proj.weight", {c.hidden, q_dim}, WeightInit::normal, o_cols);
+  // Parts of gcd(lq, lkv) rows: kept block FP8 only when q, k and v each start on a block row.
+  const MatrixArray qkv = loader.allocate_matrices(prefix + "q_proj.weight", {q_dim, c.hidden}, 1, lq + 2 * lkv,
+                                                   c.hidden, std::gcd(lq, lkv), q_rows);
+  loader.load_matrix_into(prefix + "q_proj.weight", {q_dim, c.hidden}, qkv, 0, 0, q_rows);
+  loader.load_matrix_into(prefix + "k_proj.weight", {kv_dim, c.hidden}, qkv, 0, lq, kv_rows);
+  loader.load_matrix_into(prefix + "v_proj.weight", {kv_dim, c.hidden}, qkv, 0, lq + lkv, kv_rows);
+  w.qkv = qkv.first;
+  w.q_proj = qkv.first;
+  w.k_proj = loader.matrix_at(qkv, 0, lq);
+  w.v_proj = loader.matrix_at(qkv, 0, lq + lkv);
+  w.o_proj = loader.bind_matrix(prefix + "o_proj.weight", {c.hidden, q_dim}, o_cols);
   if (c.qkv_bias) {
     void* bias = loader.allocate(lq + 2 * lkv);
     loader.load_into(prefix + "q_proj.bias", {q_dim}, bias, WeightInit::zeros, q_rows);

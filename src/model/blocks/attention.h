@@ -28,12 +28,12 @@ struct GqaAttentionConfig {
 struct GqaAttentionWeights {
   // q, k and v projections stacked in one allocation, [(n_heads + 2 kv_heads) * head_dim, hidden] (and
   // their biases likewise), so that a one-token step reads them with a single matrix-vector product.
-  WeightPtr qkv = nullptr;
+  Matrix qkv;
   WeightPtr qkv_bias = nullptr;
-  WeightPtr q_proj = nullptr;  // [n_heads * head_dim, hidden], inside qkv
-  WeightPtr k_proj = nullptr;  // [kv_heads * head_dim, hidden]
-  WeightPtr v_proj = nullptr;  // [kv_heads * head_dim, hidden]
-  WeightPtr o_proj = nullptr;  // [hidden, n_heads * head_dim]
+  Matrix q_proj;               // [n_heads * head_dim, hidden], inside qkv
+  Matrix k_proj;               // [kv_heads * head_dim, hidden]
+  Matrix v_proj;               // [kv_heads * head_dim, hidden]
+  Matrix o_proj;               // [hidden, n_heads * head_dim]
   WeightPtr q_bias = nullptr;  // [n_heads * head_dim] or null
   WeightPtr k_bias = nullptr;  // [kv_heads * head_dim] or null
   WeightPtr v_bias = nullptr;  // [kv_heads * head_dim] or null

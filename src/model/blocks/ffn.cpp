@@ -39,11 +39,12 @@ DenseMlpWeights bind_dense_mlp(WeightLoader& loader, const std::string& prefix, 
   const Slice cols = split ? Slice{.dim = 1, .start = share.start, .count = share.count} : Slice{};
   const int64_t li = share.count;
   DenseMlpWeights w{.hidden = hidden, .inter = li};
-  void* gate_up = loader.allocate(2 * li * hidden);
-  loader.load_into(prefix + names.gate, {inter, hidden}, gate_up, WeightInit::normal, rows);
-  loader.load_into(prefix + names.up, {inter, hidden}, loader.at(gate_up, li * hidden), WeightInit::normal, rows);
-  w.gate_up = gate_up;
-  w.down = loader.bind(prefix + names.down, {hidden, inter}, WeightInit::normal, cols);
+  const MatrixArray gate_up =
+      loader.allocate_matrices(prefix + names.gate, {inter, hidden}, 1, 2 * li, hidden, li, rows);
+  loader.load_matrix_into(prefix + names.gate, {inter, hidden}, gate_up, 0, 0, rows);
+  loader.load_matrix_into(prefix + names.up, {inter, hidden}, gate_up, 0, li, rows);
+  w.gate_up = gate_up.first;
+  w.down = loader.bind_matrix(prefix + names.down, {hidden, inter}, cols);
   return w;
 }
 
@@ -84,9 +85,13 @@ MoeWeights bind_moe(WeightLoader& loader, const std::string& prefix, const MlpNa
   MoeWeights w{.expert_begin = experts.start, .local_experts = experts.count, .local_inter = inter.count};
   w.router = loader.bind_f32(prefix + "gate.weight", {c.n_experts, c.hidden});
   if (c.router_bias) w.score_bias = loader.bind_f32(prefix + "gate.e_score_correction_bias", {c.n_experts});
-  const int64_t li = inter.count, gu = 2 * li * c.hidden, dn = c.hidden * li;
-  void* gate_up = loader.allocate(experts.count * gu);
-  void* down = loader.allocate(experts.count * dn);
+  const int64_t li = inter.count;
+  // Every expert is stored as the first one local here (checked as each is loaded).
+  const std::string first = prefix + "experts." + std::to_string(experts.start) + ".";
+  const MatrixArray gate_up =
+      loader.allocate_matrices(first + names.gate, {c.inter, c.hidden}, experts.count, 2 * li, c.hidden, li, rows);
+  const MatrixArray down =
+      loader.allocate_matrices(first + names.down, {c.hidden, c.inter}, experts.count, c.hidden, li, c.hidden, cols);
   for (int64_t e = 0; e < c.n_experts; ++e) {
     const std::string p = prefix + "experts." + std::to_string(e) + ".";
     const int64_t l = e - experts.start;
@@ -94,13 +99,12 @@ MoeWeights bind_moe(WeightLoader& loader, const std::string& prefix, const MlpNa
       loader.skip_prefix(p);
       continue;
     }
-    loader.load_into(p + names.gate, {c.inter, c.hidden}, loader.at(gate_up, l * gu), WeightInit::normal, rows);
-    loader.load_into(p + names.up, {c.inter, c.hidden}, loader.at(gate_up, l * gu + li * c.hidden), WeightInit::normal,
-                     rows);
-    loader.load_into(p + names.down, {c.hidden, c.inter}, loader.at(down, l * dn), WeightInit::normal, cols);
+    loader.load_matrix_into(p + names.gate, {c.inter, c.hidden}, gate_up, l, 0, rows);
+    loader.load_matrix_into(p + names.up, {c.inter, c.hidden}, gate_up, l, li, rows);
+    loader.load_matrix_into(p + names.down, {c.hidden, c.inter}, down, l, 0, cols);
   }
-  w.gate_up = gate_up;
-  w.down = down;
+  w.gate_up = gate_up.first;
+  w.down = down.first;
   if (c.shared_inter > 0) {
     w.shared = bind_dense_mlp(loader, prefix + "shared_experts.", kProjMlpNames, c.hidden, c.shared_inter);
   }
@@ -152,8 +156,10 @@ void moe_forward(const StepContext& step, Scratch& scratch, const MoeConfig& c, 
   be.moe_experts({.x = x,
                   .expert_ids = ids,
                   .weights = weights,
-                  .gate_up = w.gate_up,
-                  .down = w.down,
+                  .gate_up = w.gate_up.w,
+                  .down = w.down.w,
+                  .gate_up_q = w.gate_up.q,
+                  .down_q = w.down.q,
                   .out = out,
                   .tokens = T,
                   .hidden = c.hidden,
@@ -248,8 +254,10 @@ void moe_forward_parallel(const StepContext& step, Scratch& scratch, const MoeCo
     be.moe_experts({.x = recv_buf,
                     .expert_ids = recv_ids,
                     .weights = ones,
-                    .gate_up = w.gate_up,
-                    .down = w.down,
+                    .gate_up = w.gate_up.w,
+                    .down = w.down.w,
+                    .gate_up_q = w.gate_up.q,
+                    .down_q = w.down.q,
                     .out = expert_out,
                     .tokens = n_recv,
                     .hidden = H,

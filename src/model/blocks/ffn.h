@@ -22,8 +22,8 @@ struct MlpNames {
 inline const MlpNames kProjMlpNames{.gate = "gate_proj.weight", .up = "up_proj.weight", .down = "down_proj.weight"};
 
 struct DenseMlpWeights {
-  WeightPtr gate_up = nullptr;  // [2 * inter, hidden]
-  WeightPtr down = nullptr;     // [hidden, inter]
+  Matrix gate_up;  // [2 * inter, hidden]
+  Matrix down;     // [hidden, inter]
   int64_t hidden = 0;
   int64_t inter = 0;  // this rank's share of the intermediate dimension (dense_tp)
 };
@@ -55,8 +55,8 @@ MoeConfig moe_config(const ModelDesc& d);
 struct MoeWeights {
   const float* router = nullptr;      // fp32 [n_experts, hidden]
   const float* score_bias = nullptr;  // fp32 [n_experts] e_score_correction_bias, or null
-  WeightPtr gate_up = nullptr;        // [local_experts, 2 * local_inter, hidden]
-  WeightPtr down = nullptr;           // [local_experts, hidden, local_inter]
+  Matrix gate_up;                     // [local_experts, 2 * local_inter, hidden]
+  Matrix down;                        // [local_experts, hidden, local_inter]
   DenseMlpWeights shared;             // added to every token's output when MoeConfig::shared_inter > 0
   // This rank's experts [expert_begin, expert_begin + local_experts) (ep) and its share of each one's
   // intermediate dimension (etp); the whole layer on one rank.

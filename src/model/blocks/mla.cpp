@@ -53,21 +53,22 @@ MlaWeights bind_mla(WeightLoader& loader, const std::string& prefix, const MlaCo
   const int64_t qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
   MlaWeights w;
   if (c.q_lora_rank > 0) {
-    w.q_a_proj = loader.bind(prefix + "q_a_proj.weight", {c.q_lora_rank, c.hidden});
+    w.q_a_proj = loader.bind_matrix(prefix + "q_a_proj.weight", {c.q_lora_rank, c.hidden});
     if (c.attention_bias) w.q_a_bias = loader.bind(prefix + "q_a_proj.bias", {c.q_lora_rank}, WeightInit::zeros);
     w.q_a_norm = loader.bind(prefix + "q_a_layernorm.weight", {c.q_lora_rank}, WeightInit::ones);
-    w.q_b_proj = loader.bind(prefix + "q_b_proj.weight", {c.n_heads * qk, c.q_lora_rank}, WeightInit::normal, rows(qk));
+    w.q_b_proj = loader.bind_matrix(prefix + "q_b_proj.weight", {c.n_heads * qk, c.q_lora_rank}, rows(qk));
   } else {
-    w.q_proj = loader.bind(prefix + "q_proj.weight", {c.n_heads * qk, c.hidden}, WeightInit::normal, rows(qk));
+    w.q_proj = loader.bind_matrix(prefix + "q_proj.weight", {c.n_heads * qk, c.hidden}, rows(qk));
   }
   const int64_t kv_a = c.kv_lora_rank + c.qk_rope_head_dim;
-  w.kv_a_proj = loader.bind(prefix + "kv_a_proj_with_mqa.weight", {kv_a, c.hidden});
+  w.kv_a_proj = loader.bind_matrix(prefix + "kv_a_proj_with_mqa.weight", {kv_a, c.hidden});
   if (c.attention_bias) w.kv_a_bias = loader.bind(prefix + "kv_a_proj_with_mqa.bias", {kv_a}, WeightInit::zeros);
   w.kv_a_norm = loader.bind(prefix + "kv_a_layernorm.weight", {c.kv_lora_rank}, WeightInit::ones);
   const int64_t b_rows = c.qk_nope_head_dim + c.v_head_dim;
   w.kv_b_proj =
       loader.bind(prefix + "kv_b_proj.weight", {c.n_heads * b_rows, c.kv_lora_rank}, WeightInit::normal, rows(b_rows));
-  w.o_proj = loader.bind(prefix + "o_proj.weight", {c.hidden, c.n_heads * c.v_head_dim}, WeightInit::normal,
+  w.o_proj =
+      loader.bind_matrix(prefix + "o_proj.weight", {c.hidden, c.n_heads * c.v_head_dim},
                          split ? Slice{.dim = 1, .start = h0 * c.v_head_dim, .count = nh * c.v_head_dim} : Slice{});
   if (c.attention_bias) {
     w.o_bias = loader.bind(prefix + "o_proj.bias", {c.hidden}, WeightInit::zeros);

@@ -35,16 +35,16 @@ struct MlaConfig {
 };
 
 struct MlaWeights {
-  WeightPtr q_proj = nullptr;     // [n_heads * (nope + rope), hidden], without q_lora
-  WeightPtr q_a_proj = nullptr;   // [q_lora_rank, hidden]
+  Matrix q_proj;                  // [n_heads * (nope + rope), hidden], without q_lora
+  Matrix q_a_proj;                // [q_lora_rank, hidden]
   WeightPtr q_a_bias = nullptr;   // [q_lora_rank] or null
   WeightPtr q_a_norm = nullptr;   // [q_lora_rank]
-  WeightPtr q_b_proj = nullptr;   // [n_heads * (nope + rope), q_lora_rank]
-  WeightPtr kv_a_proj = nullptr;  // [kv_lora_rank + rope, hidden]
+  Matrix q_b_proj;                // [n_heads * (nope + rope), q_lora_rank]
+  Matrix kv_a_proj;               // [kv_lora_rank + rope, hidden]
   WeightPtr kv_a_bias = nullptr;  // [kv_lora_rank + rope] or null
   WeightPtr kv_a_norm = nullptr;  // [kv_lora_rank]
   WeightPtr kv_b_proj = nullptr;  // [n_heads, nope + v_head_dim, kv_lora_rank]: per head K rows, then V rows
-  WeightPtr o_proj = nullptr;     // [hidden, n_heads * v_head_dim]
+  Matrix o_proj;                  // [hidden, n_heads * v_head_dim]
   WeightPtr o_bias = nullptr;     // [hidden] or null
   IndexerWeights indexer;
 };
