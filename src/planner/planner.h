@@ -21,8 +21,9 @@ namespace sy {
 struct PlanTarget {
   ModelDesc shape;
   WeightTable weights;  // as the checkpoint stores them
-  // Where the loader dequantises quantised weights (every quantised format in this build): the same tensors
-  // in the model dtype, which is what the device holds and what the memory check counts.
+  // What the GPU holds of a quantised checkpoint, which the memory check and the decode floor count:
+  // block-FP8 matrices as stored (but for the few the backend widens), INT4 and NVFP4 dequantised to the
+  // model dtype at load (this build).
   std::optional<WeightTable> device_weights;
   std::string weights_source;  // "safetensors headers of 3 files" or "config.json (no safetensors)"
   bool weights_from_checkpoint = false;

@@ -159,6 +159,29 @@ class CudaBackend final : public Backend {
         "cublasGemmEx(linear)");
     if (bias) cuda::add_bias(y, bf(bias), m, n, stream_);
   }
+  using Backend::linear;
+  // Block FP8 as stored whenever a row is whole 16-byte chunks of whole blocks' columns.
+  bool keeps_fp8_block(int64_t rows, int64_t cols, int64_t block_rows, int64_t block_cols) const override {
+    return rows > 0 && block_rows > 0 && cols % 16 == 0 && block_cols % 16 == 0;
+  }
+  // Up to 16 rows the FP8 GEMV reads each weight byte once (it stays below the compute limit of its
+  // fp32 arithmetic there); more rows widen the matrix to bf16 in scratch and take cuBLAS.
+  void linear_quant(const float* x, const Matrix& w, WeightPtr bias, float* y, int64_t m, int64_t n,
+                    int64_t k) override {
+    SY_CHECK(w.q.format == WeightFormat::fp8_block, "CUDA linear: weight format {} is not kept by this backend",
+             static_cast<int>(w.q.format));
+    if (m == 0 || n == 0) return;
+    const auto* q = static_cast<const uint8_t*>(w.w);
+    if (cuda::gemv_fp8_supported(m, k, w.q) && aligned16(x) && aligned16(q)) {
+      return cuda::gemv_fp8(x, q, w.q, bf(bias), y, m, n, k, stream_);
+    }
+    bf16_bits* wide = scratch_.get<bf16_bits>(kWideWeight, n * k);
+    cuda::fp8_to_bf16(q, w.q, n, k, wide, stream_);
+    linear(x, static_cast<WeightPtr>(wide), bias, y, m, n, k);
+  }
+  void fill_random_fp8(const RandomFp8Args& a) override {
+    cuda::fill_random_fp8(static_cast<uint8_t*>(a.dst), a.n, a.scales, a.n_scales, a.seed, a.stddev, a.scale, stream_);
+  }
   void linear_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) override {
     if (m == 0 || n == 0) return;
     // A router at decode: one warp per expert row (cuBLAS's fp32 GEMM at m = 1 is a few CTAs).
@@ -249,7 +272,7 @@ class CudaBackend final : public Backend {
     cuda::scatter_add_rows(dst, rows, weights, src, n, dim, stream_);
   }
   bool moe_experts_async(const MoeExpertsArgs& c) const override {
-    return small_batch(c) || cuda::moe_grouped_supported(c.hidden, c.inter, c.n_experts);
+    return small_batch(c) || cuda::moe_grouped_supported(c);
   }
 
   bool can_capture() const override { return !profiling_; }
@@ -292,7 +315,11 @@ class CudaBackend final : public Backend {
       float* act = scratch_.get<float>(kMoeAct, pairs * c.inter);
       return cuda::moe_small_batch(c, act, stream_);
     }
-    if (!cuda::moe_grouped_supported(c.hidden, c.inter, c.n_experts) || !aligned16(c.gate_up) || !aligned16(c.down)) {
+    if (!cuda::moe_grouped_supported(c) || !aligned16(c.gate_up) || !aligned16(c.down)) {
+      SY_CHECK(c.gate_up_q.dense() && c.down_q.dense(),
+               "CUDA moe_experts: FP8 experts of hidden {}, inter {}, {} experts need hidden and inter multiples of "
+               "16 and at most 1024 experts",
+               c.hidden, c.inter, c.n_experts);
       return grouped_moe_.run(c);
     }
     if (pairs == 0) return;
@@ -317,12 +344,24 @@ class CudaBackend final : public Backend {
   // vs 204 µs), as soon as pairs start sharing experts.
   static constexpr int64_t kSmallBatchPairs = 16;
   static bool small_batch(const MoeExpertsArgs& c) {
-    return c.tokens * c.top_k <= kSmallBatchPairs && cuda::moe_small_batch_supported(c.hidden, c.inter);
+    return c.tokens * c.top_k <= kSmallBatchPairs && cuda::moe_small_batch_supported(c);
   }
 
   // Slots of scratch_: the bf16 copy of a matrix-product input, the expert paths' intermediates and
   // the split attention's partials.
-  enum ScratchSlot : int { kXBf16 = 0, kMoeAct, kMoeY, kSplitM, kSplitL, kSplitAcc, kMoeRoute, kMoeXBf16, kMoeActBf16 };
+  // kWideWeight: an FP8 matrix widened to bf16 for cuBLAS.
+  enum ScratchSlot : int {
+    kXBf16 = 0,
+    kMoeAct,
+    kMoeY,
+    kSplitM,
+    kSplitL,
+    kSplitAcc,
+    kMoeRoute,
+    kMoeXBf16,
+    kMoeActBf16,
+    kWideWeight
+  };
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;

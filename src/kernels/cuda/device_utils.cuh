@@ -59,6 +59,23 @@ __device__ float block_reduce(float v, bool is_max, float* shared) {
   return v;
 }
 
+__device__ __forceinline__ uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Element i of the seeded N(0, 1) sequence, the same generator as the CPU backend's: it depends only on
+// (seed, i).
+__device__ __forceinline__ float random_normal_at(uint64_t seed, int64_t i) {
+  const uint64_t r1 = mix64(seed ^ mix64(static_cast<uint64_t>(2 * i)));
+  const uint64_t r2 = mix64(seed ^ mix64(static_cast<uint64_t>(2 * i + 1)));
+  const double u1 = (static_cast<double>(r1 >> 11) + 1.0) * 0x1.0p-53;
+  const double u2 = static_cast<double>(r2 >> 11) * 0x1.0p-53;
+  return static_cast<float>(sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2));
+}
+
 // Cache slot of position `pos` of a sequence with this block table.
 __device__ __forceinline__ int64_t slot_of(const int32_t* table, int64_t block_size, int64_t pos) {
   return static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size;

@@ -14,22 +14,9 @@ constexpr int kThreads = 256;
 
 unsigned blocks_for(int64_t n, int threads = kThreads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
-__device__ __forceinline__ uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Same generator as the CPU backend: element i depends only on (seed, i).
 __global__ void fill_random_kernel(bf16_bits* dst, int64_t n, uint64_t seed, float mean, float stddev) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const uint64_t r1 = mix64(seed ^ mix64(static_cast<uint64_t>(2 * i)));
-    const uint64_t r2 = mix64(seed ^ mix64(static_cast<uint64_t>(2 * i + 1)));
-    const double u1 = (static_cast<double>(r1 >> 11) + 1.0) * 0x1.0p-53;
-    const double u2 = static_cast<double>(r2 >> 11) * 0x1.0p-53;
-    const double z = sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
-    dst[i] = to_bf(mean + stddev * static_cast<float>(z));
+    dst[i] = to_bf(mean + stddev * random_normal_at(seed, i));
   }
 }
 

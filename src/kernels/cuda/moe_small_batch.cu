@@ -1,10 +1,11 @@
-// Routed experts for a few (token, expert) pairs as GEMVs that stream each pair's bf16 expert weights
-// with 16-byte loads, many in flight per lane: SiLU·mul fused into the gate/up pass, the fixed-order
-// weighted combine fused into the down pass. Two launches, both programmatic dependents; no host round
-// trip.
+// Routed experts for a few (token, expert) pairs as GEMVs that stream each pair's expert weights (bf16,
+// or block FP8 as stored) with 16-byte loads, many in flight per lane: SiLU·mul fused into the gate/up
+// pass, the fixed-order weighted combine fused into the down pass. Two launches, both programmatic
+// dependents; no host round trip.
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/fp8.cuh"
 
 namespace sy::cuda {
 
@@ -15,8 +16,36 @@ constexpr int kGateUpBatch = 8;  // 16-byte chunks of each of the gate and up ro
 constexpr int kDownPairs = 4;    // pairs whose down rows a warp streams together
 constexpr int kDownBatch = 4;    // 16-byte chunks per pair and lane in flight
 
+// An expert array [n_experts, rows, cols] as the kernels stream it: 16-byte chunks of kPer weights.
+struct Bf16Experts {
+  static constexpr int kPer = 8;
+  const bf16_bits* w;
+  int64_t rows, cols;
+  __device__ const uint4* row(int64_t e, int64_t r) const {
+    return reinterpret_cast<const uint4*>(w + (e * rows + r) * cols);
+  }
+  // The weights of chunk c of row r of expert e.
+  __device__ void unpack(const uint4& u, int64_t e, int64_t r, int64_t c, float* f) const {
+    (void)e, (void)r, (void)c;
+    unpack8(u, f);
+  }
+};
+struct Fp8Experts {
+  static constexpr int kPer = 16;
+  const uint8_t* w;
+  int64_t rows, cols;
+  QuantView q;
+  __device__ const uint4* row(int64_t e, int64_t r) const {
+    return reinterpret_cast<const uint4*>(w + (e * rows + r) * cols);
+  }
+  __device__ void unpack(const uint4& u, int64_t e, int64_t r, int64_t c, float* f) const {
+    unpack16_fp8(u, fp8_scale(q, e, r, c * kPer), f);
+  }
+};
+
 // One warp per intermediate row i of one (token, expert) pair: gate and up rows together.
-__global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeExpertsArgs p, float* act) {
+template <typename W>
+__global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeExpertsArgs p, W gu, float* act) {
   extern __shared__ float x_s[];  // [hidden]
   pdl_launch_dependents();
   pdl_wait();  // the expert ids and x come from the previous kernels
@@ -24,10 +53,9 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeExpertsArgs
   const int64_t e = p.expert_ids[pair];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  const int64_t chunks = i < p.inter ? p.hidden / 8 : 0;
-  const bf16_bits* base = bf16_storage(p.gate_up) + e * 2 * p.inter * p.hidden;
-  const uint4* g_row = reinterpret_cast<const uint4*>(base + i * p.hidden);
-  const uint4* u_row = reinterpret_cast<const uint4*>(base + (p.inter + i) * p.hidden);
+  const int64_t chunks = i < p.inter ? p.hidden / W::kPer : 0;
+  const uint4* g_row = gu.row(e, i);
+  const uint4* u_row = gu.row(e, p.inter + i);
   uint4 gw[kGateUpBatch] = {}, uw[kGateUpBatch] = {};
   const auto load = [&](int64_t c0) {
 #pragma unroll
@@ -51,13 +79,13 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeExpertsArgs
     for (int j = 0; j < kGateUpBatch; ++j) {
       const int64_t c = c0 + 32 * j;
       if (c >= chunks) break;
-      float gf[8], uf[8];
-      unpack8(gw[j], gf);
-      unpack8(uw[j], uf);
+      float gf[W::kPer], uf[W::kPer];
+      gu.unpack(gw[j], e, i, c, gf);
+      gu.unpack(uw[j], e, p.inter + i, c, uf);
 #pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        g += gf[q] * x_s[c * 8 + q];
-        u += uf[q] * x_s[c * 8 + q];
+      for (int q = 0; q < W::kPer; ++q) {
+        g += gf[q] * x_s[c * W::kPer + q];
+        u += uf[q] * x_s[c * W::kPer + q];
       }
     }
   }
@@ -68,23 +96,25 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeExpertsArgs
 
 // One warp per hidden row j of one token: y_k = down[e_k][j, :] · bf16(act[t·K + k]) for each of the
 // token's pairs k, then out[t, j] = Σ_k weights[t, k] · y_k with k in order (the combine).
-__global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeExpertsArgs p, const float* act) {
+template <typename W>
+__global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeExpertsArgs p, W dn, const float* act) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t t = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   if (j >= p.hidden) return;
-  const int64_t chunks = p.inter / 8;
+  const int64_t chunks = p.inter / W::kPer;
   float s = 0.0f;
   for (int64_t k0 = 0; k0 < p.top_k; k0 += kDownPairs) {
     const uint4* rows[kDownPairs];
     const float* acts[kDownPairs];
+    int64_t experts[kDownPairs];
 #pragma unroll
     for (int q = 0; q < kDownPairs; ++q) {
       const int64_t pair = t * p.top_k + min(k0 + q, p.top_k - 1);
-      rows[q] = reinterpret_cast<const uint4*>(bf16_storage(p.down) +
-                                               (static_cast<int64_t>(p.expert_ids[pair]) * p.hidden + j) * p.inter);
+      experts[q] = p.expert_ids[pair];
+      rows[q] = dn.row(experts[q], j);
       acts[q] = act + pair * p.inter;
     }
     float y[kDownPairs] = {};
@@ -104,13 +134,15 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeExpert
         for (int b = 0; b < kDownBatch; ++b) {
           const int64_t c = c0 + 32 * b;
           if (c >= chunks) break;
-          float wf[8];
-          unpack8(w[q][b], wf);
-          const float4 a0 = reinterpret_cast<const float4*>(acts[q] + c * 8)[0];
-          const float4 a1 = reinterpret_cast<const float4*>(acts[q] + c * 8)[1];
-          const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+          float wf[W::kPer];
+          dn.unpack(w[q][b], experts[q], j, c, wf);
+          const float4* a4 = reinterpret_cast<const float4*>(acts[q] + c * W::kPer);
 #pragma unroll
-          for (int r = 0; r < 8; ++r) y[q] += wf[r] * round_bf16(a[r]);
+          for (int r = 0; r < W::kPer / 4; ++r) {
+            const float4 a = a4[r];
+            y[q] += wf[4 * r] * round_bf16(a.x) + wf[4 * r + 1] * round_bf16(a.y) + wf[4 * r + 2] * round_bf16(a.z) +
+                    wf[4 * r + 3] * round_bf16(a.w);
+          }
         }
       }
     }
@@ -125,17 +157,34 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeExpert
 
 }  // namespace
 
-bool moe_small_batch_supported(int64_t hidden, int64_t inter) { return hidden % 8 == 0 && inter % 8 == 0; }
+namespace {
+template <typename W>
+void run(const MoeExpertsArgs& p, const W& gate_up, const W& down, float* act, cudaStream_t s) {
+  const int64_t pairs = p.tokens * p.top_k;
+  launch_pdl(moe_gate_up_kernel<W>,
+             dim3(static_cast<unsigned>((p.inter + kWarps - 1) / kWarps), static_cast<unsigned>(pairs)),
+             dim3(kWarps * 32), static_cast<size_t>(p.hidden) * sizeof(float), s, "moe_gate_up", p, gate_up, act);
+  launch_pdl(moe_down_combine_kernel<W>,
+             dim3(static_cast<unsigned>((p.hidden + kWarps - 1) / kWarps), static_cast<unsigned>(p.tokens)),
+             dim3(kWarps * 32), 0, s, "moe_down_combine", p, down, static_cast<const float*>(act));
+}
+}  // namespace
+
+bool moe_small_batch_supported(const MoeExpertsArgs& p) {
+  const int64_t per = p.gate_up_q.dense() ? 8 : 16;
+  return p.hidden % per == 0 && p.inter % per == 0 && p.gate_up_q.format == p.down_q.format &&
+         (p.gate_up_q.dense() || (p.gate_up_q.block_cols % 16 == 0 && p.down_q.block_cols % 16 == 0));
+}
 
 void moe_small_batch(const MoeExpertsArgs& p, float* act, cudaStream_t s) {
-  const int64_t pairs = p.tokens * p.top_k;
-  if (pairs == 0) return;
-  launch_pdl(moe_gate_up_kernel,
-             dim3(static_cast<unsigned>((p.inter + kWarps - 1) / kWarps), static_cast<unsigned>(pairs)),
-             dim3(kWarps * 32), static_cast<size_t>(p.hidden) * sizeof(float), s, "moe_gate_up", p, act);
-  launch_pdl(moe_down_combine_kernel,
-             dim3(static_cast<unsigned>((p.hidden + kWarps - 1) / kWarps), static_cast<unsigned>(p.tokens)),
-             dim3(kWarps * 32), 0, s, "moe_down_combine", p, static_cast<const float*>(act));
+  if (p.tokens * p.top_k == 0) return;
+  check_supported(moe_small_batch_supported(p), "moe_small_batch: hidden and inter must be multiples of 8 (FP8: 16)");
+  if (p.gate_up_q.dense()) {
+    return run(p, Bf16Experts{bf16_storage(p.gate_up), 2 * p.inter, p.hidden},
+               Bf16Experts{bf16_storage(p.down), p.hidden, p.inter}, act, s);
+  }
+  run(p, Fp8Experts{static_cast<const uint8_t*>(p.gate_up), 2 * p.inter, p.hidden, p.gate_up_q},
+      Fp8Experts{static_cast<const uint8_t*>(p.down), p.hidden, p.inter, p.down_q}, act, s);
 }
 
 }  // namespace sy::cuda

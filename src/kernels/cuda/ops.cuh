@@ -61,6 +61,19 @@ void gemv(const float* x, const bf16_bits* w, const bf16_bits* bias, float* y, i
 bool gemv_f32_supported(int64_t m, int64_t k);
 void gemv_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k, cudaStream_t s);
 
+// Block-FP8 weights kept as stored (fp8.cu; QuantView fp8_block, E4M3 bytes): the matrix-vector
+// product for small m, dequantisation to bf16 (larger products go to cuBLAS on the result), and random
+// values. The FP8 products read x rounded to bf16 and the weights as float(q) · scale in fp32.
+// gemv_fp8 needs 1 <= m <= 16, k % 16 == 0 and block_cols % 16 == 0, x and w 16-byte aligned.
+bool gemv_fp8_supported(int64_t m, int64_t k, const QuantView& q);
+void gemv_fp8(const float* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
+              int64_t n, int64_t k, cudaStream_t s);
+// out[rows, cols] = the matrix in bf16; cols % 16 == 0.
+void fp8_to_bf16(const uint8_t* w, const QuantView& q, int64_t rows, int64_t cols, bf16_bits* out, cudaStream_t s);
+// dst[i] = e4m3(stddev · N(0, 1)_i) (saturated), every scale `scale`.
+void fill_random_fp8(uint8_t* dst, int64_t n, float* scales, int64_t n_scales, uint64_t seed, float stddev, float scale,
+                     cudaStream_t s);
+
 // GQA attention on tensor cores (gqa_attention.cu) for groups of at most 16 query heads per kv head
 // and head_dim 32, 64 or 128; paged_attention covers everything else. Both kernels accept any batch
 // layout; the decode kernel suits one token per sequence, the prefill kernel runs of tokens of one
@@ -79,9 +92,10 @@ void gqa_decode_attention(const PagedAttentionArgs& p, const AttentionSplit& spl
 // Prefill: flash attention over query tiles of consecutive tokens (causal, optional sliding window).
 void gqa_prefill_attention(const PagedAttentionArgs& p, cudaStream_t s);
 
-// Routed experts as per-pair GEMVs (gate/up with SiLU·mul, then down with the combine); needs hidden and
-// inter multiples of 8 (16-byte weight loads).
-bool moe_small_batch_supported(int64_t hidden, int64_t inter);
+// Routed experts as per-pair GEMVs (gate/up with SiLU·mul, then down with the combine), bf16 or block-FP8
+// weights (gate_up_q and down_q alike); needs hidden and inter multiples of 8 (FP8: of 16, and block_cols
+// too), for 16-byte weight loads.
+bool moe_small_batch_supported(const MoeExpertsArgs& p);
 // act: scratch [tokens * top_k, inter], SiLU(gate)·up by pair.
 void moe_small_batch(const MoeExpertsArgs& a, float* act, cudaStream_t s);
 
@@ -102,7 +116,9 @@ struct MoeGroupedScratch {
   float* y;            // [tokens * top_k, hidden], expert output by pair
   int tile_m;          // 16, 32, 64 or 128 (moe_grouped_tile_m picks one)
 };
-bool moe_grouped_supported(int64_t hidden, int64_t inter, int64_t n_experts);
+// Weights bf16 or block FP8 (gate_up_q and down_q alike; FP8 needs hidden, inter and block_cols multiples
+// of 16).
+bool moe_grouped_supported(const MoeExpertsArgs& p);
 // Rows per tile for this many pairs over n_experts: a function of sizes only, so that launch shapes
 // do not depend on the routing.
 int moe_grouped_tile_m(int64_t pairs, int64_t n_experts);

@@ -1,0 +1,159 @@
+// Block-FP8 weights on the device as stored: the small-batch matrix-vector product (one warp per output
+// row streams its E4M3 row once, 16 weights per 16-byte load, each chunk widened with its block's scale in
+// registers; x rounded to bf16 as on every other product path), the dequantisation to bf16 that larger
+// products hand to cuBLAS, and seeded random values for timing full-size shapes.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/fp8.cuh"
+
+namespace sy::cuda {
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kPrefetch = 4;  // 16-byte chunks per lane in flight before the wait
+
+// acc[t] += Σ_j w[j] · bf16(x[t, c*16 + j]) for the 16 weights of chunk c.
+template <int MT>
+__device__ __forceinline__ void apply_fp8_chunk(const uint4& u, float scale, const float* __restrict__ x, int64_t m,
+                                                int64_t k, int64_t c, float* acc) {
+  float wf[16];
+  unpack16_fp8(u, scale, wf);
+#pragma unroll
+  for (int t = 0; t < MT; ++t) {
+    if (t >= m) break;
+    const float4* xp = reinterpret_cast<const float4*>(x + t * k + c * 16);
+    float s = 0.0f;
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const float4 a = xp[v];
+      s += wf[4 * v] * round_bf16(a.x) + wf[4 * v + 1] * round_bf16(a.y) + wf[4 * v + 2] * round_bf16(a.z) +
+           wf[4 * v + 3] * round_bf16(a.w);
+    }
+    acc[t] += s;
+  }
+}
+
+template <int MT>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_fp8_kernel(const float* __restrict__ x, const uint4* __restrict__ w, QuantView q,
+                    const bf16_bits* __restrict__ bias, float* __restrict__ y, int64_t m, int64_t n, int64_t k) {
+  pdl_launch_dependents();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const int64_t per_row = k / 16;
+  const int64_t chunks = row < n ? per_row : 0;
+  const uint4* wr = w + row * per_row;
+  const float* srow = q.scales + (row < n ? row / q.block_rows : 0) * q.scale_cols;
+  const int64_t chunks_per_block = q.block_cols / 16;
+  uint4 pre[kPrefetch] = {};
+  float pre_s[kPrefetch] = {};
+#pragma unroll
+  for (int j = 0; j < kPrefetch; ++j) {
+    const int64_t c = lane + 32 * j;
+    if (c < chunks) {
+      pre[j] = __ldg(wr + c);
+      pre_s[j] = __ldg(srow + c / chunks_per_block);
+    }
+  }
+  pdl_wait();
+  if (row >= n) return;
+  float acc[MT];
+#pragma unroll
+  for (int t = 0; t < MT; ++t) acc[t] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPrefetch; ++j) {
+    if (lane + 32 * j < chunks) apply_fp8_chunk<MT>(pre[j], pre_s[j], x, m, k, lane + 32 * j, acc);
+  }
+#pragma unroll 2
+  for (int64_t c = lane + 32 * kPrefetch; c < chunks; c += 32) {
+    apply_fp8_chunk<MT>(__ldg(wr + c), __ldg(srow + c / chunks_per_block), x, m, k, c, acc);
+  }
+#pragma unroll
+  for (int t = 0; t < MT; ++t) {
+    if (t >= m) break;
+    const float v = warp_sum(acc[t]);
+    if (lane == 0) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
+  }
+}
+
+template <int MT>
+void launch(const float* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m, int64_t n,
+            int64_t k, cudaStream_t s) {
+  launch_pdl(gemv_fp8_kernel<MT>, dim3(static_cast<unsigned>((n + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0, s,
+             "gemv_fp8", x, reinterpret_cast<const uint4*>(w), q, bias, y, m, n, k);
+}
+
+// One thread per 16 weights: one 16-byte load, two 16-byte stores.
+__global__ void fp8_to_bf16_kernel(const uint4* __restrict__ w, QuantView q, int64_t rows, int64_t cols,
+                                   uint4* __restrict__ out) {
+  const int64_t per_row = cols / 16;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * per_row;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row, c = (i % per_row) * 16;
+    float f[16];
+    unpack16_fp8(__ldg(w + i), fp8_scale(q, 0, r, c), f);
+    uint32_t p[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const __nv_bfloat162 b = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+      p[j] = *reinterpret_cast<const uint32_t*>(&b);
+    }
+    out[2 * i] = make_uint4(p[0], p[1], p[2], p[3]);
+    out[2 * i + 1] = make_uint4(p[4], p[5], p[6], p[7]);
+  }
+}
+
+__global__ void fill_random_fp8_kernel(uint8_t* dst, int64_t n, float* scales, int64_t n_scales, uint64_t seed,
+                                       float stddev, float scale) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    dst[i] = __nv_cvt_float_to_fp8(stddev * random_normal_at(seed, i), __NV_SATFINITE, __NV_E4M3);
+  }
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n_scales; i += stride) scales[i] = scale;
+}
+
+unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::clamp<int64_t>((n + 255) / 256, 1, 132 * 16)); }
+
+}  // namespace
+
+bool gemv_fp8_supported(int64_t m, int64_t k, const QuantView& q) {
+  return m >= 1 && m <= 16 && k % 16 == 0 && q.format == WeightFormat::fp8_block && q.block_cols % 16 == 0;
+}
+
+void gemv_fp8(const float* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
+              int64_t n, int64_t k, cudaStream_t s) {
+  if (n == 0) return;
+  check_supported(gemv_fp8_supported(m, k, q), "gemv_fp8: needs 1 <= m <= 16, k and block_cols multiples of 16");
+  if (m <= 1) {
+    launch<1>(x, w, q, bias, y, m, n, k, s);
+  } else if (m <= 2) {
+    launch<2>(x, w, q, bias, y, m, n, k, s);
+  } else if (m <= 4) {
+    launch<4>(x, w, q, bias, y, m, n, k, s);
+  } else if (m <= 8) {
+    launch<8>(x, w, q, bias, y, m, n, k, s);
+  } else {
+    launch<16>(x, w, q, bias, y, m, n, k, s);
+  }
+}
+
+void fp8_to_bf16(const uint8_t* w, const QuantView& q, int64_t rows, int64_t cols, bf16_bits* out, cudaStream_t s) {
+  check_supported(cols % 16 == 0, "fp8_to_bf16: needs cols % 16 == 0");
+  if (rows * cols == 0) return;
+  fp8_to_bf16_kernel<<<grid_for(rows * cols / 16), 256, 0, s>>>(reinterpret_cast<const uint4*>(w), q, rows, cols,
+                                                                reinterpret_cast<uint4*>(out));
+  check_launch("fp8_to_bf16");
+}
+
+void fill_random_fp8(uint8_t* dst, int64_t n, float* scales, int64_t n_scales, uint64_t seed, float stddev, float scale,
+                     cudaStream_t s) {
+  if (n == 0 && n_scales == 0) return;
+  fill_random_fp8_kernel<<<grid_for(std::max(n, n_scales)), 256, 0, s>>>(dst, n, scales, n_scales, seed, stddev, scale);
+  check_launch("fill_random_fp8");
+}
+
+}  // namespace sy::cuda
