@@ -15,11 +15,11 @@ export LD_LIBRARY_PATH=/tmp/carry/lib:$LD_LIBRARY_PATH
 export SY_SOURCE_DIR=$PWD
 B=/tmp/carry/bin
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt"
-for t in test_cuda_fp8 test_cuda_backend test_cuda_model; do
+for t in ${TESTS:-test_cuda_fp8 test_cuda_backend test_cuda_model}; do
   timeout 150 $B/$t > "$OUT/$t.txt" 2>&1
   echo "$t rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$t.txt" | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
 done
-for m in qwen3-30b-a3b-fp8 qwen3-30b-a3b; do
+for m in ${MODELS:-qwen3-30b-a3b-fp8 qwen3-30b-a3b}; do
   timeout 150 $B/switchyard bench latency --device cuda --model bench/configs/$m --random-weights \
     --batch 1,8,64,256 --input-len 512 --output-len 128 --json "$OUT/latency-$m.json" > "$OUT/latency-$m.txt" 2>&1
   echo "bench latency $m rc=$?" | tee -a "$OUT/summary.txt"

@@ -148,7 +148,7 @@ std::string describe_stage_memory(const StageMemory& m) {
   const std::string head =
       fmt::format("stage {} (layers {}-{}): weights {}{} ({}) + activations {} + fixed {} = {} of {}", m.stage,
                   m.first_layer, m.first_layer + m.n_layers - 1, format_bytes(m.device_weight_bytes),
-                  m.device_weight_bytes != m.weight_bytes ? " dequantised to the model dtype at load" : "", detail,
+                  m.device_weight_bytes != m.weight_bytes ? " as the GPU holds them" : "", detail,
                   format_bytes(m.activation_bytes), format_bytes(m.fixed_bytes), format_bytes(used),
                   format_bytes(m.capacity_bytes));
   if (m.free_bytes < 0) {

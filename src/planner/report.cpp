@@ -133,15 +133,17 @@ std::string format_target(const PlanTarget& t) {
                      s.moe.n_experts, s.moe.top_k, describe_attention(s.attn));
   out += fmt::format("weights  {} ({}), from {}\n", format_bytes(t.weights.total().bytes - t.weights.nextn.bytes),
                      describe_dtype(s), t.weights_source);
-  if (s.quant.block_fp8 || s.quant.int4_group || s.quant.nvfp4) {
-    // What this build holds on the device today: the loader dequantises (model/weights.cpp).
-    const int64_t params = t.weights.total().params - t.weights.nextn.params;
+  if (t.device_weights) {
+    // What this build holds on the device (PlanTarget::device_weights).
+    const int64_t held = t.device_weights->total().bytes - t.device_weights->nextn.bytes;
     const int64_t bytes = t.weights.total().bytes - t.weights.nextn.bytes;
     out += fmt::format(
-        "note     this build dequantises them at load, so a GPU holds them in BF16 ({} in all, {:.1f}x) until its "
-        "kernels read the quantised form: weights/GPU, the memory check and the decode floor count what the GPU "
-        "holds\n",
-        format_bytes(params * 2), static_cast<double>(params * 2) / static_cast<double>(std::max<int64_t>(bytes, 1)));
+        "note     a GPU holds {} of them ({:.2f}x): {}; weights/GPU, the memory check and the decode floor count "
+        "what the GPU holds\n",
+        format_bytes(held), static_cast<double>(held) / static_cast<double>(std::max<int64_t>(bytes, 1)),
+        s.quant.block_fp8 ? "its kernels read the FP8 blocks as stored, all but kv_b_proj and the indexer's "
+                            "matrices, which it widens to the model dtype at load"
+                          : "this build dequantises INT4 and NVFP4 weights to the model dtype at load");
   }
   out += fmt::format("machine  {}: {} at {} TB/s per GPU, {} {} GB/s\n", t.cluster.describe(),
                      format_bytes(m.memory_bytes()), m.hbm_tbps, m.link, m.link_gbps);

@@ -65,11 +65,11 @@ TEST(PlanCli, KimiOnOneH200) {
   const auto r = run("plan --model " + config("kimi_k2") + " --machine h200 --gpus 1 --tp 1");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("[memory_fit] does not fit in 141.0 GB per NVIDIA H200 SXM 141GB"), std::string::npos) << r.out;
-  // This build holds the FP8 weights dequantised (2.05 TB): sixteen H200s, not eight.
-  EXPECT_NE(r.out.find("valid instead: --gpus 16 --nodes 2 "), std::string::npos) << r.out;
+  // The GPU holds the FP8 weights as stored (1.03 TB): eight H200s.
+  EXPECT_NE(r.out.find("valid instead: --gpus 8 "), std::string::npos) << r.out;
   const auto listing = run("plan --model " + config("kimi_k2") + " --machine h200 --gpus 1");
   EXPECT_EQ(listing.code, 2);
-  EXPECT_NE(listing.out.find("smallest fitting cluster: 16 × NVIDIA H200 SXM 141GB"), std::string::npos) << listing.out;
+  EXPECT_NE(listing.out.find("smallest fitting cluster: 8 × NVIDIA H200 SXM 141GB"), std::string::npos) << listing.out;
 }
 
 TEST(PlanCli, BadInputIsOneLine) {

@@ -314,8 +314,8 @@ TEST_F(RuleTest, MemoryFit) {
   EXPECT_EQ(rule_ids(refused), std::set<std::string>{"memory_fit"});
   const std::string m = message(refused, "memory_fit");
   EXPECT_NE(m.find("does not fit in 141.0 GB per NVIDIA H200 SXM 141GB"), std::string::npos) << m;
-  // The FP8 checkpoint's 1.03 TB as this build holds it: dequantised to BF16 at load, twice the bytes.
-  EXPECT_NE(m.find("weights 2.05 TB dequantised to the model dtype at load (experts 2.03 TB"), std::string::npos) << m;
+  // The FP8 checkpoint's 1.03 TB as the GPU holds it: FP8 blocks as stored (kv_b_proj widened to BF16).
+  EXPECT_NE(m.find("weights 1.03 TB as the GPU holds them (experts 1.01 TB"), std::string::npos) << m;
   EXPECT_NE(m.find("over before any KV cache"), std::string::npos) << m;
   ASSERT_TRUE(refused.memory.has_value());
   EXPECT_FALSE(refused.memory->fits);

@@ -164,16 +164,20 @@ class CudaBackend final : public Backend {
   bool keeps_fp8_block(int64_t rows, int64_t cols, int64_t block_rows, int64_t block_cols) const override {
     return rows > 0 && block_rows > 0 && cols % 16 == 0 && block_cols % 16 == 0;
   }
-  // Up to 16 rows the FP8 GEMV reads each weight byte once (it stays below the compute limit of its
-  // fp32 arithmetic there); more rows widen the matrix to bf16 in scratch and take cuBLAS.
+  // Up to 4 rows the FP8 GEMV reads each weight byte once; more rows widen the matrix to bf16 in scratch
+  // and take cuBLAS (measured on H200, Qwen3-30B-A3B-FP8 at 8 rows: the GEMV's x reads and register
+  // pressure (211 registers, one block per SM) made its attention phase 5.7 ms per step against 4.2 for
+  // BF16 on cuBLAS).
   void linear_quant(const float* x, const Matrix& w, WeightPtr bias, float* y, int64_t m, int64_t n,
                     int64_t k) override {
     SY_CHECK(w.q.format == WeightFormat::fp8_block, "CUDA linear: weight format {} is not kept by this backend",
              static_cast<int>(w.q.format));
     if (m == 0 || n == 0) return;
     const auto* q = static_cast<const uint8_t*>(w.w);
-    if (cuda::gemv_fp8_supported(m, k, w.q) && aligned16(x) && aligned16(q)) {
-      return cuda::gemv_fp8(x, q, w.q, bf(bias), y, m, n, k, stream_);
+    if (m <= 4 && cuda::gemv_fp8_supported(m, k, w.q) && aligned16(q)) {
+      bf16_bits* xb = scratch_.get<bf16_bits>(kXBf16, m * k);
+      cuda::f32_to_bf16(x, xb, m * k, stream_);
+      return cuda::gemv_fp8(xb, q, w.q, bf(bias), y, m, n, k, stream_);
     }
     bf16_bits* wide = scratch_.get<bf16_bits>(kWideWeight, n * k);
     cuda::fp8_to_bf16(q, w.q, n, k, wide, stream_);

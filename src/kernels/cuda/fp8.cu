@@ -1,6 +1,6 @@
-// Block-FP8 weights on the device as stored: the small-batch matrix-vector product (one warp per output
-// row streams its E4M3 row once, 16 weights per 16-byte load, each chunk widened with its block's scale in
-// registers; x rounded to bf16 as on every other product path), the dequantisation to bf16 that larger
+// Block-FP8 weights on the device as stored: the small-batch matrix-vector product (each warp streams a
+// few output rows' E4M3 weights once, 16 weights per 16-byte load, each chunk widened with its block's
+// scale in registers; x in bf16 as on every other product path), the dequantisation to bf16 that larger
 // products hand to cuBLAS, and seeded random values for timing full-size shapes.
 #include <cuda_bf16.h>
 
@@ -14,77 +14,102 @@ namespace sy::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kPrefetch = 4;  // 16-byte chunks per lane in flight before the wait
+constexpr int kPrefetch = 4;  // 16-byte chunks per lane and row in flight before the wait
 
-// acc[t] += Σ_j w[j] · bf16(x[t, c*16 + j]) for the 16 weights of chunk c.
-template <int MT>
-__device__ __forceinline__ void apply_fp8_chunk(const uint4& u, float scale, const float* __restrict__ x, int64_t m,
-                                                int64_t k, int64_t c, float* acc) {
-  float wf[16];
-  unpack16_fp8(u, scale, wf);
+// acc[r][t] += Σ_j w_r[j] · x[t, c*16 + j] for the 16 weights of chunk c of each of the warp's R rows; x
+// is bf16 (rounded once by the caller), read once per chunk for all R rows.
+template <int MT, int R>
+__device__ __forceinline__ void apply_fp8_chunks(const uint4 (&u)[R], const float (&scale)[R],
+                                                 const bf16_bits* __restrict__ x, int m, int64_t k, int64_t c,
+                                                 float (&acc)[R][MT]) {
+  float wf[R][16];
+#pragma unroll
+  for (int r = 0; r < R; ++r) unpack16_fp8(u[r], scale[r], wf[r]);
 #pragma unroll
   for (int t = 0; t < MT; ++t) {
     if (t >= m) break;
-    const float4* xp = reinterpret_cast<const float4*>(x + t * k + c * 16);
-    float s = 0.0f;
+    const uint4* xp = reinterpret_cast<const uint4*>(x + t * k + c * 16);
+    float xf[16];
+    unpack8(xp[0], xf);
+    unpack8(xp[1], xf + 8);
 #pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const float4 a = xp[v];
-      s += wf[4 * v] * round_bf16(a.x) + wf[4 * v + 1] * round_bf16(a.y) + wf[4 * v + 2] * round_bf16(a.z) +
-           wf[4 * v + 3] * round_bf16(a.w);
+    for (int r = 0; r < R; ++r) {
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) s += wf[r][j] * xf[j];
+      acc[r][t] += s;
     }
-    acc[t] += s;
   }
 }
 
-template <int MT>
+// Each warp owns R consecutive output rows and streams them together, chunk by chunk: more tokens reuse
+// each x chunk over more rows (the x reads, not the weights, bound a one-row warp from a few tokens on).
+template <int MT, int R>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemv_fp8_kernel(const float* __restrict__ x, const uint4* __restrict__ w, QuantView q,
-                    const bf16_bits* __restrict__ bias, float* __restrict__ y, int64_t m, int64_t n, int64_t k) {
+    gemv_fp8_kernel(const bf16_bits* __restrict__ x, const uint4* __restrict__ w, QuantView q,
+                    const bf16_bits* __restrict__ bias, float* __restrict__ y, int m, int64_t n, int64_t k) {
   pdl_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  const int64_t per_row = k / 16;
-  const int64_t chunks = row < n ? per_row : 0;
-  const uint4* wr = w + row * per_row;
-  const float* srow = q.scales + (row < n ? row / q.block_rows : 0) * q.scale_cols;
-  const int64_t chunks_per_block = q.block_cols / 16;
-  uint4 pre[kPrefetch] = {};
-  float pre_s[kPrefetch] = {};
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
+  const int per_row = static_cast<int>(k / 16);
+  const int chunks_per_block = static_cast<int>(q.block_cols / 16);
+  const uint4* wr[R];
+  const float* sr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = min(row0 + r, n - 1);  // rows past n repeat the last one and are not stored
+    wr[r] = w + row * per_row;
+    sr[r] = fp8_row_scales(q, 0, row);
+  }
+  const auto load = [&](int c, uint4(&u)[R], float(&s)[R]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      u[r] = __ldg(wr[r] + c);
+      s[r] = __ldg(sr[r] + c / chunks_per_block);
+    }
+  };
+  uint4 pre[kPrefetch][R];
+  float pre_s[kPrefetch][R];
 #pragma unroll
   for (int j = 0; j < kPrefetch; ++j) {
-    const int64_t c = lane + 32 * j;
-    if (c < chunks) {
-      pre[j] = __ldg(wr + c);
-      pre_s[j] = __ldg(srow + c / chunks_per_block);
-    }
+    if (lane + 32 * j < per_row) load(lane + 32 * j, pre[j], pre_s[j]);
   }
   pdl_wait();
-  if (row >= n) return;
-  float acc[MT];
+  if (row0 >= n) return;
+  float acc[R][MT];
 #pragma unroll
-  for (int t = 0; t < MT; ++t) acc[t] = 0.0f;
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < MT; ++t) acc[r][t] = 0.0f;
 #pragma unroll
   for (int j = 0; j < kPrefetch; ++j) {
-    if (lane + 32 * j < chunks) apply_fp8_chunk<MT>(pre[j], pre_s[j], x, m, k, lane + 32 * j, acc);
+    if (lane + 32 * j < per_row) apply_fp8_chunks<MT, R>(pre[j], pre_s[j], x, m, k, lane + 32 * j, acc);
   }
-#pragma unroll 2
-  for (int64_t c = lane + 32 * kPrefetch; c < chunks; c += 32) {
-    apply_fp8_chunk<MT>(__ldg(wr + c), __ldg(srow + c / chunks_per_block), x, m, k, c, acc);
+  for (int c = lane + 32 * kPrefetch; c < per_row; c += 32) {
+    uint4 u[R];
+    float s[R];
+    load(c, u, s);
+    apply_fp8_chunks<MT, R>(u, s, x, m, k, c, acc);
   }
 #pragma unroll
-  for (int t = 0; t < MT; ++t) {
-    if (t >= m) break;
-    const float v = warp_sum(acc[t]);
-    if (lane == 0) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = row0 + r;
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+      if (t >= m) break;
+      const float v = warp_sum(acc[r][t]);
+      if (lane == 0 && row < n) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
+    }
   }
 }
 
-template <int MT>
-void launch(const float* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m, int64_t n,
-            int64_t k, cudaStream_t s) {
-  launch_pdl(gemv_fp8_kernel<MT>, dim3(static_cast<unsigned>((n + kWarps - 1) / kWarps)), dim3(kWarps * 32), 0, s,
-             "gemv_fp8", x, reinterpret_cast<const uint4*>(w), q, bias, y, m, n, k);
+template <int MT, int R>
+void launch(const bf16_bits* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
+            int64_t n, int64_t k, cudaStream_t s) {
+  const int64_t rows_per_block = int64_t(kWarps) * R;
+  launch_pdl(gemv_fp8_kernel<MT, R>, dim3(static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block)),
+             dim3(kWarps * 32), 0, s, "gemv_fp8", x, reinterpret_cast<const uint4*>(w), q, bias, y, static_cast<int>(m),
+             n, k);
 }
 
 // One thread per 16 weights: one 16-byte load, two 16-byte stores.
@@ -124,20 +149,20 @@ bool gemv_fp8_supported(int64_t m, int64_t k, const QuantView& q) {
   return m >= 1 && m <= 16 && k % 16 == 0 && q.format == WeightFormat::fp8_block && q.block_cols % 16 == 0;
 }
 
-void gemv_fp8(const float* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
+void gemv_fp8(const bf16_bits* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
               int64_t n, int64_t k, cudaStream_t s) {
   if (n == 0) return;
   check_supported(gemv_fp8_supported(m, k, q), "gemv_fp8: needs 1 <= m <= 16, k and block_cols multiples of 16");
   if (m <= 1) {
-    launch<1>(x, w, q, bias, y, m, n, k, s);
+    launch<1, 1>(x, w, q, bias, y, m, n, k, s);
   } else if (m <= 2) {
-    launch<2>(x, w, q, bias, y, m, n, k, s);
+    launch<2, 2>(x, w, q, bias, y, m, n, k, s);
   } else if (m <= 4) {
-    launch<4>(x, w, q, bias, y, m, n, k, s);
+    launch<4, 2>(x, w, q, bias, y, m, n, k, s);
   } else if (m <= 8) {
-    launch<8>(x, w, q, bias, y, m, n, k, s);
+    launch<8, 4>(x, w, q, bias, y, m, n, k, s);
   } else {
-    launch<16>(x, w, q, bias, y, m, n, k, s);
+    launch<16, 4>(x, w, q, bias, y, m, n, k, s);
   }
 }
 

@@ -26,6 +26,11 @@ __device__ __forceinline__ void unpack16_fp8(const uint4& u, float scale, float*
   }
 }
 
+// The scales of row `row` of matrix `matrix` of an FP8 array (one per block of columns).
+__device__ __forceinline__ const float* fp8_row_scales(const QuantView& q, int64_t matrix, int64_t row) {
+  return q.scales + matrix * q.scale_stride + (row / q.block_rows) * q.scale_cols;
+}
+
 // The scale of element (row, col) of matrix `matrix` of an FP8 array.
 __device__ __forceinline__ float fp8_scale(const QuantView& q, int64_t matrix, int64_t row, int64_t col) {
   return q.scales[matrix * q.scale_stride + (row / q.block_rows) * q.scale_cols + col / q.block_cols];

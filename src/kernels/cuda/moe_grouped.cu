@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_
   const char* b_src[kBIters];
   bool b_ok[kBIters];
   int b_dst[kBIters];
-  int64_t b_wrow[kBIters];
+  const float* b_scales[kBIters];  // kFp8: the scales of the thread's B rows
   int b_n[kBIters];
 #pragma unroll
   for (int i = 0; i < kBIters; ++i) {
@@ -218,9 +218,10 @@ __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_
       wrow = col;
     }
     b_ok[i] = col < g.n_out;
-    b_wrow[i] = b_ok[i] ? wrow : 0;
+    const int64_t src_row = b_ok[i] ? wrow : 0;
     b_n[i] = n;
-    b_src[i] = w_e + (b_wrow[i] * g.k + bc * kPer) * (kFp8 ? 1 : 2);
+    if constexpr (kFp8) b_scales[i] = fp8_row_scales(g.q, e, src_row);
+    b_src[i] = w_e + (src_row * g.k + bc * kPer) * (kFp8 ? 1 : 2);
     // bf16: straight into the swizzled tile; E4M3: row-major bytes, widened later.
     b_dst[i] = kFp8 ? BM * kBK + n * (kBK / 2) + bc * 8 : BM * kBK + swizzle(n, c);
   }
@@ -243,14 +244,16 @@ __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_
   // kFp8: the bf16 B tile after the stages, filled from stage `stage` (k tile kt) by each thread for the
   // chunks it copied: 16 bytes become bf16 chunks 2·bc and 2·bc + 1 of its row.
   bf16_bits* const b_wide = smem + STAGES * kStage;
+  const int block_cols = kFp8 ? static_cast<int>(g.q.block_cols) : 1;
   const auto widen_stage = [&](int stage, int kt) {
     if constexpr (kFp8) {
-      const int64_t k0 = static_cast<int64_t>(kt) * kBK + bc * kPer;
+      const int k0 = kt * kBK + bc * kPer;
+      const int kb = k0 / block_cols;  // the scale column of the thread's chunk
       const bf16_bits* st = smem + stage * kStage;
 #pragma unroll
       for (int i = 0; i < kBIters; ++i) {
         const uint4 u = *reinterpret_cast<const uint4*>(st + b_dst[i]);
-        const float scale = b_ok[i] && k0 < g.k ? fp8_scale(g.q, e, b_wrow[i], k0) : 0.0f;
+        const float scale = b_ok[i] && k0 < g.k ? __ldg(b_scales[i] + kb) : 0.0f;
         float f[16];
         unpack16_fp8(u, scale, f);
         uint32_t p[8];

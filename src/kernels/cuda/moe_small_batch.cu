@@ -24,9 +24,14 @@ struct Bf16Experts {
   __device__ const uint4* row(int64_t e, int64_t r) const {
     return reinterpret_cast<const uint4*>(w + (e * rows + r) * cols);
   }
-  // The weights of chunk c of row r of expert e.
-  __device__ void unpack(const uint4& u, int64_t e, int64_t r, int64_t c, float* f) const {
-    (void)e, (void)r, (void)c;
+  // What unpack needs of row r of expert e besides its chunks (bf16: nothing).
+  __device__ const float* row_scales(int64_t e, int64_t r) const {
+    (void)e, (void)r;
+    return nullptr;
+  }
+  // The weights of chunk c of a row.
+  __device__ void unpack(const uint4& u, const float* scales, int c, float* f) const {
+    (void)scales, (void)c;
     unpack8(u, f);
   }
 };
@@ -38,15 +43,19 @@ struct Fp8Experts {
   __device__ const uint4* row(int64_t e, int64_t r) const {
     return reinterpret_cast<const uint4*>(w + (e * rows + r) * cols);
   }
-  __device__ void unpack(const uint4& u, int64_t e, int64_t r, int64_t c, float* f) const {
-    unpack16_fp8(u, fp8_scale(q, e, r, c * kPer), f);
+  __device__ const float* row_scales(int64_t e, int64_t r) const { return fp8_row_scales(q, e, r); }
+  __device__ void unpack(const uint4& u, const float* scales, int c, float* f) const {
+    unpack16_fp8(u, __ldg(scales + c / chunks_per_block), f);
   }
+  int chunks_per_block;  // block_cols / 16
 };
 
 // One warp per intermediate row i of one (token, expert) pair: gate and up rows together.
 template <typename W>
 __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeExpertsArgs p, W gu, float* act) {
-  extern __shared__ float x_s[];  // [hidden]
+  // [kPer][hidden / kPer]: element q of chunk c at q * chunks + c, so that the lanes of a warp, which read
+  // consecutive chunks, read consecutive words (x[c * kPer + q] would put every lane on a few banks).
+  extern __shared__ float x_s[];
   pdl_launch_dependents();
   pdl_wait();  // the expert ids and x come from the previous kernels
   const int64_t pair = blockIdx.y, t = pair / p.top_k;
@@ -56,6 +65,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeExpertsArgs
   const int64_t chunks = i < p.inter ? p.hidden / W::kPer : 0;
   const uint4* g_row = gu.row(e, i);
   const uint4* u_row = gu.row(e, p.inter + i);
+  const float* g_scales = gu.row_scales(e, i);
+  const float* u_scales = gu.row_scales(e, p.inter + i);
   uint4 gw[kGateUpBatch] = {}, uw[kGateUpBatch] = {};
   const auto load = [&](int64_t c0) {
 #pragma unroll
@@ -69,7 +80,10 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeExpertsArgs
   };
   load(lane);  // in flight while x is staged
   // Inputs rounded to bf16, as cuBLAS is fed on the grouped path and as the cpu-bf16 oracle does.
-  for (int64_t h = threadIdx.x; h < p.hidden; h += blockDim.x) x_s[h] = round_bf16(p.x[t * p.hidden + h]);
+  const int64_t x_chunks = p.hidden / W::kPer;
+  for (int64_t h = threadIdx.x; h < p.hidden; h += blockDim.x) {
+    x_s[(h % W::kPer) * x_chunks + h / W::kPer] = round_bf16(p.x[t * p.hidden + h]);
+  }
   __syncthreads();
   if (i >= p.inter) return;
   float g = 0.0f, u = 0.0f;
@@ -80,12 +94,12 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeExpertsArgs
       const int64_t c = c0 + 32 * j;
       if (c >= chunks) break;
       float gf[W::kPer], uf[W::kPer];
-      gu.unpack(gw[j], e, i, c, gf);
-      gu.unpack(uw[j], e, p.inter + i, c, uf);
+      gu.unpack(gw[j], g_scales, static_cast<int>(c), gf);
+      gu.unpack(uw[j], u_scales, static_cast<int>(c), uf);
 #pragma unroll
       for (int q = 0; q < W::kPer; ++q) {
-        g += gf[q] * x_s[c * W::kPer + q];
-        u += uf[q] * x_s[c * W::kPer + q];
+        g += gf[q] * x_s[q * x_chunks + c];
+        u += uf[q] * x_s[q * x_chunks + c];
       }
     }
   }
@@ -109,12 +123,13 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeExpert
   for (int64_t k0 = 0; k0 < p.top_k; k0 += kDownPairs) {
     const uint4* rows[kDownPairs];
     const float* acts[kDownPairs];
-    int64_t experts[kDownPairs];
+    const float* scales[kDownPairs];
 #pragma unroll
     for (int q = 0; q < kDownPairs; ++q) {
       const int64_t pair = t * p.top_k + min(k0 + q, p.top_k - 1);
-      experts[q] = p.expert_ids[pair];
-      rows[q] = dn.row(experts[q], j);
+      const int64_t e = p.expert_ids[pair];
+      rows[q] = dn.row(e, j);
+      scales[q] = dn.row_scales(e, j);
       acts[q] = act + pair * p.inter;
     }
     float y[kDownPairs] = {};
@@ -135,7 +150,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeExpert
           const int64_t c = c0 + 32 * b;
           if (c >= chunks) break;
           float wf[W::kPer];
-          dn.unpack(w[q][b], experts[q], j, c, wf);
+          dn.unpack(w[q][b], scales[q], static_cast<int>(c), wf);
           const float4* a4 = reinterpret_cast<const float4*>(acts[q] + c * W::kPer);
 #pragma unroll
           for (int r = 0; r < W::kPer / 4; ++r) {
@@ -183,8 +198,12 @@ void moe_small_batch(const MoeExpertsArgs& p, float* act, cudaStream_t s) {
     return run(p, Bf16Experts{bf16_storage(p.gate_up), 2 * p.inter, p.hidden},
                Bf16Experts{bf16_storage(p.down), p.hidden, p.inter}, act, s);
   }
-  run(p, Fp8Experts{static_cast<const uint8_t*>(p.gate_up), 2 * p.inter, p.hidden, p.gate_up_q},
-      Fp8Experts{static_cast<const uint8_t*>(p.down), p.hidden, p.inter, p.down_q}, act, s);
+  run(p,
+      Fp8Experts{static_cast<const uint8_t*>(p.gate_up), 2 * p.inter, p.hidden, p.gate_up_q,
+                 static_cast<int>(p.gate_up_q.block_cols / 16)},
+      Fp8Experts{static_cast<const uint8_t*>(p.down), p.hidden, p.inter, p.down_q,
+                 static_cast<int>(p.down_q.block_cols / 16)},
+      act, s);
 }
 
 }  // namespace sy::cuda

@@ -66,7 +66,8 @@ void gemv_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, in
 // values. The FP8 products read x rounded to bf16 and the weights as float(q) · scale in fp32.
 // gemv_fp8 needs 1 <= m <= 16, k % 16 == 0 and block_cols % 16 == 0, x and w 16-byte aligned.
 bool gemv_fp8_supported(int64_t m, int64_t k, const QuantView& q);
-void gemv_fp8(const float* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
+// x is bf16 here (f32_to_bf16 first), 16-byte aligned.
+void gemv_fp8(const bf16_bits* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
               int64_t n, int64_t k, cudaStream_t s);
 // out[rows, cols] = the matrix in bf16; cols % 16 == 0.
 void fp8_to_bf16(const uint8_t* w, const QuantView& q, int64_t rows, int64_t cols, bf16_bits* out, cudaStream_t s);
