@@ -15,7 +15,7 @@ std::unique_ptr<Model> load_model(const LoadOptions& options, Backend& backend) 
   WeightStore store;
   WeightLoader loader(checkpoint ? &*checkpoint : nullptr, options.seed, backend, store, options.parallel);
   auto model = build_model(desc, options, loader, store, backend);
-  log_info("loaded {} ({} layers, {:.1f} MiB of fp32 weights{})", desc.architecture, model->info().n_layers,
+  log_info("loaded {} ({} layers, {:.1f} MiB of weights on the device{})", desc.architecture, model->info().n_layers,
            static_cast<double>(model->info().weight_bytes) / (1 << 20), options.random_weights ? ", random" : "");
   return model;
 }
