@@ -145,12 +145,11 @@ std::string describe_stage_memory(const StageMemory& m) {
     detail += fmt::format("{} {}", part_name(parts[i].second), format_bytes(parts[i].first));
   }
   const int64_t used = add_sat(add_sat(m.device_weight_bytes, m.activation_bytes), m.fixed_bytes);
-  const std::string head =
-      fmt::format("stage {} (layers {}-{}): weights {}{} ({}) + activations {} + fixed {} = {} of {}", m.stage,
-                  m.first_layer, m.first_layer + m.n_layers - 1, format_bytes(m.device_weight_bytes),
-                  m.device_weight_bytes != m.weight_bytes ? " as the GPU holds them" : "", detail,
-                  format_bytes(m.activation_bytes), format_bytes(m.fixed_bytes), format_bytes(used),
-                  format_bytes(m.capacity_bytes));
+  const std::string head = fmt::format(
+      "stage {} (layers {}-{}): weights {}{} ({}) + activations {} + fixed {} = {} of {}", m.stage, m.first_layer,
+      m.first_layer + m.n_layers - 1, format_bytes(m.device_weight_bytes),
+      m.device_weight_bytes != m.weight_bytes ? " as the GPU holds them" : "", detail, format_bytes(m.activation_bytes),
+      format_bytes(m.fixed_bytes), format_bytes(used), format_bytes(m.capacity_bytes));
   if (m.free_bytes < 0) {
     return fmt::format("{}, {} over before any KV cache ({} needed for {} tokens at {}/token)", head,
                        format_bytes(-m.free_bytes), format_bytes(mul_sat(m.min_kv_tokens, m.kv_bytes_per_token)),

@@ -143,9 +143,8 @@ TEST(Plan, KimiK2IsRefusedOnOneH200WithItsFigures) {
   const LayoutCheck c = check_layout_with_alternatives(t, {.tp = 1});
   ASSERT_EQ(rule_ids(c), std::set<std::string>{"memory_fit"});
   const LayoutIssue& issue = c.issues[0];
-  EXPECT_NE(
-      issue.message.find("the fullest rank 0 holds stage 0 (layers 0-60): weights 1.03 TB as the GPU holds them"),
-      std::string::npos)
+  EXPECT_NE(issue.message.find("the fullest rank 0 holds stage 0 (layers 0-60): weights 1.03 TB as the GPU holds them"),
+            std::string::npos)
       << issue.message;
   EXPECT_EQ(c.memory->stages[0].weight_bytes, t.weights.total().bytes - t.weights.nextn.bytes);  // as stored
   // kv_b_proj of 61 layers: 64 heads x 256 rows x 512, one byte more per value in BF16 (less its scales).
