@@ -129,6 +129,9 @@ bool any_wildcard(const std::vector<std::string>& patterns, const std::string& m
 bool WeightQuant::quantises(const std::string& weight) const {
   if (!block_fp8 && !int4_group && !nvfp4) return false;
   const std::string module = weight.ends_with(".weight") ? weight.substr(0, weight.size() - 7) : weight;
+  for (const std::string& e : unquantised_suffixes) {
+    if (module.ends_with(e)) return false;
+  }
   if (nvfp4) return !any_wildcard(ignore, module);
   static const Patterns none;
   const Patterns& p = patterns != nullptr ? *patterns : none;

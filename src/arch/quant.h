@@ -38,6 +38,9 @@ struct WeightQuant {
   // NVFP4: ModelOpt's exclude_modules, shell wildcards (fnmatch) over the module name.
   std::vector<std::string> targets;
   std::vector<std::string> ignore;
+  // Modules whose names end with one of these count as unquantised whatever the lists say (the planner's
+  // view of weights a backend widens at load).
+  std::vector<std::string> unquantised_suffixes;
 
   // Whether the linear weight `weight` ("model.layers.3.mlp.experts.7.down_proj.weight") is stored quantised.
   bool quantises(const std::string& weight) const;

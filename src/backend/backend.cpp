@@ -44,4 +44,8 @@ void Backend::fill_random_fp8(const RandomFp8Args& a) {
   SY_FAIL("this backend keeps no FP8 weights, but was asked to draw {} of them", a.n);
 }
 
+void Backend::fill_random_q4(const RandomQ4Args& a) {
+  SY_FAIL("this backend keeps no 4-bit weights, but was asked to draw {} bytes of them", a.n_bytes);
+}
+
 }  // namespace sy

@@ -113,16 +113,18 @@ class Backend {
     if (w.q.dense()) return linear(x, w.w, bias, y, m, n, k);
     linear_quant(x, w, bias, y, m, n, k);
   }
-  // Whether this backend computes with FP8 block-scaled matrices of [rows, cols] in blocks of
-  // block_rows x block_cols as they are stored (QuantView fp8_block), in linear and moe_experts; if not,
-  // the loader dequantises them to weight_dtype().
-  virtual bool keeps_fp8_block(int64_t rows, int64_t cols, int64_t block_rows, int64_t block_cols) const {
-    (void)rows, (void)cols, (void)block_rows, (void)block_cols;
+  // Whether this backend computes with matrices of [rows, cols] stored in `format` with blocks (4-bit
+  // forms: groups of one row) of block_rows x block_cols as they are stored (QuantView), in linear and
+  // moe_experts; if not, the loader dequantises them to weight_dtype().
+  virtual bool keeps_quantised(WeightFormat format, int64_t rows, int64_t cols, int64_t block_rows,
+                               int64_t block_cols) const {
+    (void)format, (void)rows, (void)cols, (void)block_rows, (void)block_cols;
     return false;
   }
   // linear for a quantised matrix (w.q not dense); only called for forms keeps_* accepted.
   virtual void linear_quant(const float* x, const Matrix& w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k);
   virtual void fill_random_fp8(const RandomFp8Args& a);
+  virtual void fill_random_q4(const RandomQ4Args& a);
   // As linear, with fp32 weights and fp32 math on every backend (routers: a flipped expert choice costs
   // far more than the bytes saved).
   virtual void linear_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) = 0;

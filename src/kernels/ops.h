@@ -92,20 +92,62 @@ struct QkRopeKvArgs {
 };
 
 // How a weight matrix is stored when a backend keeps a checkpoint's quantised form on the device instead
-// of dequantising it at load (Backend::keeps_fp8_block). dense: the backend's weight dtype. fp8_block:
+// of dequantising it at load (Backend::keeps_quantised). dense: the backend's weight dtype. fp8_block:
 // E4M3 bytes [rows, cols] with one fp32 scale per block of block_rows x block_cols (DeepSeek-V3's form),
 // w[r, c] = float(q[r, c]) * scales[(r / block_rows) * scale_cols + c / block_cols]; for an array of
 // matrices (experts), matrix e's scales start at scales + e * scale_stride.
-enum class WeightFormat : uint8_t { dense, fp8_block };
+// The 4-bit forms hold bytes [rows, cols / 2], element c of a row in byte c / 2, the low nibble first, with
+// one group scale per row and block_cols (the group, a multiple of 16) columns: block_rows is 1 and
+// group_scales[r * scale_cols + c / block_cols] scales element (r, c); matrix e's group scales start at
+// e * scale_stride. int4_group (compressed-tensors pack-quantized, symmetric): w = (nibble - 8) · bf16 group
+// scale. nvfp4 (NVIDIA ModelOpt): w = e2m1(nibble) · e4m3 group scale · row_scales[r], the tensor's
+// weight_scale_2 repeated per row (so that parts stacked in one matrix keep their own); matrix e's row
+// scales start at row_scales + e * rows.
+enum class WeightFormat : uint8_t { dense, fp8_block, int4_group, nvfp4 };
 struct QuantView {
   WeightFormat format = WeightFormat::dense;
-  const float* scales = nullptr;
+  const float* scales = nullptr;       // fp8_block
+  const void* group_scales = nullptr;  // int4_group: bf16; nvfp4: e4m3
+  const float* row_scales = nullptr;   // nvfp4
   int64_t block_rows = 0;
   int64_t block_cols = 0;
   int64_t scale_cols = 0;    // ceil(cols / block_cols)
   int64_t scale_stride = 0;  // scales per matrix of an array
   bool dense() const { return format == WeightFormat::dense; }
+  bool four_bit() const { return format == WeightFormat::int4_group || format == WeightFormat::nvfp4; }
 };
+
+// Random 4-bit weights (QuantView int4_group or nvfp4): uniformly random bytes (every nibble value equally
+// likely), every group scale `group_scale` (stored as bf16 for int4_group, e4m3 for nvfp4: it must be exact
+// there) and every row scale `row_scale` (nvfp4).
+struct RandomQ4Args {
+  WeightFormat format = WeightFormat::int4_group;
+  void* dst = nullptr;  // [n_bytes]
+  int64_t n_bytes = 0;
+  void* group_scales = nullptr;  // [n_groups]
+  int64_t n_groups = 0;
+  float* row_scales = nullptr;  // [n_rows], nvfp4
+  int64_t n_rows = 0;
+  uint64_t seed = 0;
+  float group_scale = 1.0f;
+  float row_scale = 1.0f;
+};
+
+// Bytes a matrix element takes as held: `dense_bytes` (the weight dtype), or the quantised value and its
+// share of the scales (the per-row scales of nvfp4 left out: 4 bytes a row).
+inline double held_bytes_per_weight(const QuantView& q, double dense_bytes) {
+  switch (q.format) {
+    case WeightFormat::dense:
+      return dense_bytes;
+    case WeightFormat::fp8_block:
+      return 1.0 + 4.0 / static_cast<double>(q.block_rows * q.block_cols);
+    case WeightFormat::int4_group:
+      return 0.5 + 2.0 / static_cast<double>(q.block_cols);
+    case WeightFormat::nvfp4:
+      return 0.5 + 1.0 / static_cast<double>(q.block_cols);
+  }
+  return dense_bytes;
+}
 
 // The routed experts of one MoE layer: out[t] = Σ_k weights[t, k] · expert_{ids[t, k]}(x[t]) with
 // expert(x) = down(silu(gate x) · up x). Routing itself (which experts, which weights) is the model's.
@@ -115,7 +157,7 @@ struct MoeExpertsArgs {
   const float* weights = nullptr;       // [tokens, top_k], the final combine weights
   const void* gate_up = nullptr;        // weight [n_experts, 2 * inter, hidden], gate rows first
   const void* down = nullptr;           // weight [n_experts, hidden, inter]
-  QuantView gate_up_q;                  // dense, or how gate_up and down are stored (fp8_block: E4M3 bytes)
+  QuantView gate_up_q;                  // dense, or how gate_up and down are stored (quantised forms as above)
   QuantView down_q;
   float* out = nullptr;  // [tokens, hidden], overwritten
   int64_t tokens = 0;

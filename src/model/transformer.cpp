@@ -369,10 +369,8 @@ class Transformer final : public Model {
   // the first stage, the LM head and final norm on the last.
   ReadCost read_cost() const {
     const auto w = static_cast<double>(dtype_size(backend_.weight_dtype()));
-    // Bytes per element of a matrix as held: the weight dtype, or block FP8's byte and its share of a scale.
-    const auto held = [w](const Matrix& m) {
-      return m.q.dense() ? w : 1.0 + 4.0 / static_cast<double>(m.q.block_rows * m.q.block_cols);
-    };
+    // Bytes per element of a matrix as held: the weight dtype, or the quantised value and its share of a scale.
+    const auto held = [w](const Matrix& m) { return held_bytes_per_weight(m.q, w); };
     const auto kv = static_cast<double>(dtype_size(backend_.kv_dtype()));
     const auto H = static_cast<double>(spec_.info.hidden_size), V = static_cast<double>(spec_.info.vocab_size);
     ReadCost c;
@@ -385,9 +383,17 @@ class Transformer final : public Model {
       if (l.mla_config) {
         const MlaConfig& mc = *l.mla_config;
         const MlaCost m = mla_cost(mc);
-        // kv_b_proj (per-head products) is held in the weight dtype; the other projections as o_proj is.
-        const auto kv_b = static_cast<double>(mc.n_heads * (mc.qk_nope_head_dim + mc.v_head_dim) * mc.kv_lora_rank);
-        c.always_bytes += (m.weight_elems - kv_b) * held(l.mla.o_proj) + kv_b * w + 2 * H * w;  // and two norms
+        // Each projection as it is held; kv_b_proj (per-head products), the indexer, biases and norms in the
+        // weight dtype.
+        const auto d = [](int64_t v) { return static_cast<double>(v); };
+        const double qk = d(mc.qk_nope_head_dim + mc.qk_rope_head_dim), nh = d(mc.n_heads);
+        const double q_a = mc.q_lora_rank > 0 ? H * d(mc.q_lora_rank) : 0.0;
+        const double q_b = mc.q_lora_rank > 0 ? d(mc.q_lora_rank) * nh * qk : H * nh * qk;
+        const double kv_a = H * d(mc.kv_lora_rank + mc.qk_rope_head_dim), o = nh * d(mc.v_head_dim) * H;
+        const double quantisable = (q_a > 0 ? q_a * held(l.mla.q_a_proj) : 0.0) +
+                                   q_b * held(mc.q_lora_rank > 0 ? l.mla.q_b_proj : l.mla.q_proj) +
+                                   kv_a * held(l.mla.kv_a_proj) + o * held(l.mla.o_proj);
+        c.always_bytes += quantisable + (m.weight_elems - q_a - q_b - kv_a - o) * w + 2 * H * w;  // and two norms
         c.active_params_per_token += m.weight_elems;
         c.kv_bytes_per_token += m.kv_elems_per_token * kv;
         c.attn_heads_x_dims += m.heads_x_dims;
@@ -396,7 +402,8 @@ class Transformer final : public Model {
         const double q = static_cast<double>(a.n_heads * a.head_dim);
         const double kvd = static_cast<double>(a.kv_heads * a.head_dim);
         const double attn_params = H * (q + 2 * kvd) + q * H;
-        c.always_bytes += attn_params * held(l.attn.o_proj) + 2 * H * w;  // projections, two norms
+        c.always_bytes += H * (q + 2 * kvd) * held(l.attn.q_proj) + q * H * held(l.attn.o_proj) +
+                          2 * H * w;  // projections, two norms
         c.active_params_per_token += attn_params;
         c.kv_bytes_per_token += 2 * kvd * kv;
         c.attn_heads_x_dims += a.n_heads * 2 * a.head_dim;
@@ -407,14 +414,16 @@ class Transformer final : public Model {
         const double router = static_cast<double>(m.n_experts) * H;
         const double shared = 3.0 * H * static_cast<double>(m.shared_inter);
         // fp32 router (and its fp32 score bias), shared experts read by every step
-        c.always_bytes += router * 4 + (l.moe.score_bias ? static_cast<double>(m.n_experts) * 4 : 0) +
-                          shared * (m.shared_inter > 0 ? held(l.moe.shared.down) : w);
-        c.moe_layers.push_back(
-            {.n_experts = m.n_experts, .top_k = m.top_k, .expert_bytes = expert * held(l.moe.gate_up)});
+        c.always_bytes +=
+            router * 4 + (l.moe.score_bias ? static_cast<double>(m.n_experts) * 4 : 0) +
+            (m.shared_inter > 0 ? shared / 3 * (2 * held(l.moe.shared.gate_up) + held(l.moe.shared.down)) : 0.0);
+        c.moe_layers.push_back({.n_experts = m.n_experts,
+                                .top_k = m.top_k,
+                                .expert_bytes = expert / 3 * (2 * held(l.moe.gate_up) + held(l.moe.down))});
         c.active_params_per_token += router + static_cast<double>(m.top_k) * expert + shared;
       } else {
         const double mlp = 3.0 * H * static_cast<double>(l.mlp.inter * plan_.dense);
-        c.always_bytes += mlp * held(l.mlp.down);
+        c.always_bytes += mlp / 3 * (2 * held(l.mlp.gate_up) + held(l.mlp.down));
         c.active_params_per_token += mlp;
       }
     }

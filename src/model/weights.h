@@ -1,8 +1,9 @@
 // Binds model weights by their checkpoint names: each tensor is declared once with its shape, read
 // from the checkpoint (dtype and shape checked, converted to fp32 on the device) or drawn from a
 // seeded generator, and at the end every checkpoint tensor must have been used exactly once. Weights
-// are stored in the backend's weight dtype (fp32 on the CPU, bf16 on the GPU). Block-scaled FP8 weights
-// (DeepSeek-V3's form) are dequantised at load with their scales.
+// are stored in the backend's weight dtype (fp32 on the CPU, bf16 on the GPU); quantised linear weights
+// (block FP8, INT4, NVFP4) are kept as stored where the backend computes with that form (bind_matrix),
+// else dequantised at load with their scales.
 #pragma once
 
 #include <cstdint>
@@ -69,18 +70,19 @@ class WeightLoader {
   // (the checkpoint is memory-mapped). Random weights of a slice are drawn for that slice alone.
   void load_into(const std::string& name, const Shape& shape, void* dst, WeightInit init = WeightInit::normal,
                  const Slice& slice = {});
-  // A linear weight [out, in] (its slice), in the form the backend computes with: block FP8 as stored when
-  // the checkpoint's tensor is block FP8 (random weights: when quantization_config quantises it) and the
-  // backend keeps that form for this shape, else dequantised to the backend's weight dtype.
+  // A linear weight [out, in] (its slice), in the form the backend computes with: block FP8, INT4 or NVFP4
+  // as stored when the checkpoint's tensor is stored so (random weights: when the quantization config
+  // quantises it; INT4 with BF16 group scales), the slice cuts no block or group, and the backend keeps
+  // that form for this shape, else dequantised to the backend's weight dtype.
   Matrix bind_matrix(const std::string& name, const Shape& shape, const Slice& slice = {});
   // Room for `count` matrices of [rows, cols] filled by load_matrix_into, parts of `part_rows` rows (or
   // one part of all rows); their form is decided by `probe` (the first tensor loaded, of checkpoint shape
-  // `probe_shape`, cut by `slice` as every part is): block FP8 as bind_matrix keeps it when every part
-  // starts on a block row and the slice cuts no block, else dense.
+  // `probe_shape`, cut by `slice` as every part is): the stored form as bind_matrix keeps it when every
+  // part starts on a block row (FP8) and the slice cuts no block or group, else dense.
   MatrixArray allocate_matrices(const std::string& probe, const Shape& probe_shape, int64_t count, int64_t rows,
                                 int64_t cols, int64_t part_rows, const Slice& slice = {});
   // Loads the linear weight `name` (checkpoint shape `shape`, cut by `slice`) into matrix `index` of `dst`
-  // from row `row0` on. Every part of a block-FP8 array must be block FP8 in the checkpoint.
+  // from row `row0` on. Every part of a quantised array must be stored in its form in the checkpoint.
   void load_matrix_into(const std::string& name, const Shape& shape, const MatrixArray& dst, int64_t index,
                         int64_t row0, const Slice& slice = {});
   // Matrix `index` of `a` from row `row0` on (a part of a stacked matrix, or one expert).
@@ -101,7 +103,7 @@ class WeightLoader {
   // pack-quantized): a weight X.weight that quant.quantises() is read from X.weight_packed, X.weight_scale
   // and X.weight_shape (model/weights_int4.cpp). NVFP4 (ModelOpt): a U8 X.weight with X.weight_scale,
   // X.weight_scale_2 and X.input_scale (model/weights_nvfp4.cpp); its FP8 KV-cache scales are left unread.
-  // Either way the weight reaches the device dequantised.
+  // Each reaches the device as stored where bind_matrix keeps it, dequantised otherwise.
   void set_quant(const WeightQuant& quant);
   bool has(const std::string& name) const;
   // Throws if a checkpoint tensor was neither bound nor skipped.
@@ -138,6 +140,15 @@ class WeightLoader {
   // in parts of `part_rows` rows, stays block FP8 on the device (allocate_matrices).
   bool keeps_fp8(const std::string& name, const Shape& shape, int64_t rows, int64_t cols, int64_t part_rows,
                  const Slice& slice) const;
+  // The 4-bit form (int4_group or nvfp4) the tensor `name` of checkpoint shape `shape`, cut by `slice` into
+  // matrices of [rows, cols], keeps on the device, or dense (weights_q4.cpp).
+  WeightFormat keeps_q4(const std::string& name, const Shape& shape, int64_t rows, int64_t cols,
+                        const Slice& slice) const;
+  MatrixArray allocate_q4(WeightFormat format, int64_t count, int64_t rows, int64_t cols);
+  Matrix q4_matrix_at(const MatrixArray& a, int64_t index, int64_t row0) const;
+  // load_matrix_into for a 4-bit array: the packed bytes, group scales and per-tensor scale of the slice.
+  void load_q4_matrix(const std::string& name, const Shape& shape, const MatrixArray& dst, int64_t index, int64_t row0,
+                      const Slice& slice);
   // load_matrix_into for a block-FP8 array: the E4M3 bytes and the scales of the slice, as stored.
   void load_fp8_matrix(const std::string& name, const Shape& shape, const MatrixArray& dst, int64_t index, int64_t row0,
                        const Slice& slice);

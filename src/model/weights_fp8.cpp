@@ -1,5 +1,6 @@
-// WeightLoader: linear weights as matrices in the form the backend computes with, block FP8 kept as
-// stored where the backend takes it (bind_matrix, allocate_matrices, load_matrix_into).
+// WeightLoader: linear weights as matrices in the form the backend computes with, block FP8 (and, in
+// weights_q4.cpp, 4-bit forms) kept as stored where the backend takes it (bind_matrix, allocate_matrices,
+// load_matrix_into).
 #include <algorithm>
 #include <numeric>
 
@@ -42,7 +43,7 @@ bool WeightLoader::keeps_fp8(const std::string& name, const Shape& shape, int64_
   }
   return stored_fp8 && (part_rows == rows || part_rows % quant_.block_rows == 0) &&
          cuts_no_block(slice, quant_.block_rows, quant_.block_cols) &&
-         backend_.keeps_fp8_block(rows, cols, quant_.block_rows, quant_.block_cols);
+         backend_.keeps_quantised(WeightFormat::fp8_block, rows, cols, quant_.block_rows, quant_.block_cols);
 }
 
 MatrixArray WeightLoader::allocate_matrices(const std::string& probe, const Shape& probe_shape, int64_t count,
@@ -51,6 +52,8 @@ MatrixArray WeightLoader::allocate_matrices(const std::string& probe, const Shap
            "matrices of {} x [{}, {}] in parts of {} rows (a model definition error)", count, rows, cols, part_rows);
   MatrixArray a{.rows = rows, .cols = cols, .count = count};
   if (!keeps_fp8(probe, probe_shape, rows, cols, part_rows, slice)) {
+    const WeightFormat q4 = keeps_q4(probe, probe_shape, rows, cols, slice);
+    if (q4 != WeightFormat::dense) return allocate_q4(q4, count, rows, cols);
     a.first.w = allocate(count * rows * cols);
     return a;
   }
@@ -71,6 +74,7 @@ MatrixArray WeightLoader::allocate_matrices(const std::string& probe, const Shap
 Matrix WeightLoader::matrix_at(const MatrixArray& a, int64_t index, int64_t row0) const {
   const int64_t elem = (index * a.rows + row0) * a.cols;
   if (a.first.q.dense()) return {.w = at(const_cast<void*>(a.first.w), elem), .q = {}};
+  if (a.first.q.four_bit()) return q4_matrix_at(a, index, row0);
   Matrix m = a.first;
   if (store_.checks_only) return m;
   SY_CHECK(row0 % m.q.block_rows == 0, "FP8 matrix part from row {} starts inside a block of {} rows", row0,
@@ -98,6 +102,7 @@ void WeightLoader::load_matrix_into(const std::string& name, const Shape& shape,
     load_into(name, shape, const_cast<void*>(matrix_at(dst, index, row0).w), WeightInit::normal, slice);
     return;
   }
+  if (dst.first.q.four_bit()) return load_q4_matrix(name, shape, dst, index, row0, slice);
   load_fp8_matrix(name, shape, dst, index, row0, slice);
 }
 

@@ -41,16 +41,12 @@ PlanTarget load_plan_target(const std::filesystem::path& dir, const Cluster& clu
   t.weights_source = std::move(w.source);
   t.weights_from_checkpoint = w.from_checkpoint;
   if (t.shape.quant.block_fp8 || t.shape.quant.int4_group || t.shape.quant.nvfp4) {
+    // The CUDA backend keeps quantised matrices as stored (Backend::keeps_quantised: rows of whole 16-byte
+    // loads, every published checkpoint's shapes) except those read by per-head products and the sparse
+    // indexer, which it widens to the model dtype at load.
     ModelDesc held = t.shape;
-    if (held.quant.block_fp8) {
-      // The CUDA backend keeps block-FP8 matrices as stored (Backend::keeps_fp8_block: rows of whole
-      // 16-byte chunks and blocks, every published checkpoint's shapes) except those read by per-head
-      // products and the sparse indexer, which it widens to the model dtype at load.
-      for (const char* widened : {"self_attn.kv_b_proj", "indexer.wq_b", "indexer.wk"}) {
-        held.quant.ignore.emplace_back(widened);
-      }
-    } else {
-      held.quant = {};  // INT4 and NVFP4: dequantised at load
+    for (const char* widened : {"self_attn.kv_b_proj", "indexer.wq_b", "indexer.wk"}) {
+      held.quant.unquantised_suffixes.emplace_back(widened);
     }
     t.device_weights = weights_from_config(held);
   }

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "base/dtype.h"
 #include "base/int_math.h"
 #include "common/backend_data.h"
+#include "common/moe_experts_check.h"
 
 namespace sy {
 namespace {
@@ -103,11 +103,12 @@ class CudaFp8 : public ::testing::Test {
 };
 
 TEST_F(CudaFp8, BackendKeepsWholeChunksOfWholeBlocks) {
-  EXPECT_TRUE(gpu_->keeps_fp8_block(4096, 2048, 128, 128));
-  EXPECT_TRUE(gpu_->keeps_fp8_block(576, 7168, 128, 128));  // a partial last block row is fine
-  EXPECT_FALSE(gpu_->keeps_fp8_block(80, 36, 4, 4));        // rows of 36 bytes are not 16-byte chunks
-  EXPECT_FALSE(gpu_->keeps_fp8_block(80, 64, 4, 8));        // blocks narrower than a chunk
-  EXPECT_FALSE(oracle_->keeps_fp8_block(4096, 2048, 128, 128));
+  EXPECT_TRUE(gpu_->keeps_quantised(WeightFormat::fp8_block, 4096, 2048, 128, 128));
+  EXPECT_TRUE(gpu_->keeps_quantised(WeightFormat::fp8_block, 576, 7168, 128, 128));  // a partial last block row is fine
+  EXPECT_FALSE(
+      gpu_->keeps_quantised(WeightFormat::fp8_block, 80, 36, 4, 4));  // rows of 36 bytes are not 16-byte chunks
+  EXPECT_FALSE(gpu_->keeps_quantised(WeightFormat::fp8_block, 80, 64, 4, 8));  // blocks narrower than a chunk
+  EXPECT_FALSE(oracle_->keeps_quantised(WeightFormat::fp8_block, 4096, 2048, 128, 128));
 }
 
 // m <= 16 takes the FP8 GEMV, more rows the widened bf16 matrix on cuBLAS; blocks of 128 and smaller
@@ -121,7 +122,7 @@ TEST_F(CudaFp8, LinearMatchesTheDequantisedWeights) {
                         Case{256, 576, 1024, 128, 128}}) {
     const std::string what = std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) + " blocks " +
                              std::to_string(c.br) + "x" + std::to_string(c.bc);
-    ASSERT_TRUE(gpu_->keeps_fp8_block(c.n, c.k, c.br, c.bc)) << what;
+    ASSERT_TRUE(gpu_->keeps_quantised(WeightFormat::fp8_block, c.n, c.k, c.br, c.bc)) << what;
     const Fp8Array w(1, c.n, c.k, c.br, c.bc, rng_);
     const auto x = randn(size_t(c.m * c.k), rng_), b = randn(size_t(c.n), rng_);
     for (bool bias : {false, true}) {
@@ -147,59 +148,15 @@ TEST_F(CudaFp8, MoeExpertsMatchTheDequantisedExperts) {
        {Case{1, 8, 32, 256, 128, 128, 128}, Case{2, 8, 32, 256, 128, 128, 128}, Case{3, 8, 32, 256, 128, 128, 128},
         Case{10, 8, 32, 512, 256, 128, 128}, Case{64, 8, 32, 256, 128, 128, 128}, Case{600, 4, 8, 256, 128, 64, 64},
         Case{40, 2, 8, 160, 48, 16, 16}}) {
-    const int64_t T = c.tokens, K = c.top_k, E = c.n_experts, H = c.hidden, I = c.inter;
-    const std::string what = std::to_string(T) + "x" + std::to_string(K) + " pairs over " + std::to_string(E) +
-                             " experts, hidden " + std::to_string(H) + ", inter " + std::to_string(I);
-    const Fp8Array gate_up(E, 2 * I, H, c.br, c.bc, rng_), down(E, H, I, c.br, c.bc, rng_);
-    const auto x = randn(size_t(T * H), rng_);
-    std::vector<int32_t> ids(size_t(T * K));
-    std::vector<float> w(size_t(T * K));
-    std::uniform_real_distribution<float> weight(0.05f, 1.0f);
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t k = 0; k < K; ++k) {
-        ids[size_t(t * K + k)] = int32_t((t * 5 + k * 3 + t / 3) % E);  // distinct within a token (K <= 8)
-        w[size_t(t * K + k)] = weight(rng_);
-      }
-    }
-    Dev od(*oracle_), gd(*gpu_);
+    const std::string what = std::to_string(c.tokens) + "x" + std::to_string(c.top_k) + " pairs over " +
+                             std::to_string(c.n_experts) + " experts, hidden " + std::to_string(c.hidden) + ", inter " +
+                             std::to_string(c.inter);
+    const Fp8Array gate_up(c.n_experts, 2 * c.inter, c.hidden, c.br, c.bc, rng_),
+        down(c.n_experts, c.hidden, c.inter, c.br, c.bc, rng_);
     Fp8Dev g8(*gpu_);
-    float* yo = od.out(size_t(T * H));
-    oracle_->moe_experts({.x = od.f32(x),
-                          .expert_ids = od.i32(ids),
-                          .weights = od.f32(w),
-                          .gate_up = od.weight(gate_up.dequantised()),
-                          .down = od.weight(down.dequantised()),
-                          .out = yo,
-                          .tokens = T,
-                          .hidden = H,
-                          .inter = I,
-                          .n_experts = E,
-                          .top_k = K});
-    const Matrix gu = g8.upload(gate_up), dn = g8.upload(down);
-    float* yg = gd.out(size_t(T * H));
-    const MoeExpertsArgs call{.x = gd.f32(x),
-                              .expert_ids = gd.i32(ids),
-                              .weights = gd.f32(w),
-                              .gate_up = gu.w,
-                              .down = dn.w,
-                              .gate_up_q = gu.q,
-                              .down_q = dn.q,
-                              .out = yg,
-                              .tokens = T,
-                              .hidden = H,
-                              .inter = I,
-                              .n_experts = E,
-                              .top_k = K};
-    EXPECT_TRUE(gpu_->moe_experts_async(call)) << what;
-    gpu_->moe_experts(call);
-    const std::vector<float> first = gd.host(yg, size_t(T * H));
-    EXPECT_LE(rel_err(first, od.host(yo, size_t(T * H))), kTol) << what;
-    const std::vector<float> poison(size_t(T * H), std::numeric_limits<float>::quiet_NaN());
-    const int64_t graph = gpu_->capture([&] { gpu_->moe_experts(call); });
-    gpu_->copy_to_device(yg, poison.data(), poison.size() * sizeof(float));
-    gpu_->replay(graph);
-    EXPECT_EQ(gd.host(yg, size_t(T * H)), first) << what << ": captured";
-    gpu_->drop_captures();
+    test::expect_moe_experts_match(*oracle_, *gpu_, {c.tokens, c.top_k, c.n_experts, c.hidden, c.inter},
+                                   gate_up.dequantised(), down.dequantised(), g8.upload(gate_up), g8.upload(down), rng_,
+                                   kTol, what);
   }
 }
 

@@ -191,6 +191,25 @@ TEST(Plan, KimiK2IsAcceptedWhereItFits) {
   EXPECT_TRUE(check_layout(target_for(planner_config("kimi_k2"), "h100", 16), {.tp = 8, .dp = 2, .ep = 16}).valid());
 }
 
+// Kimi K2 Thinking's routed experts are INT4 (about 594 GB as published) and GLM-5's linear weights NVFP4: a
+// GPU holds them as stored (PlanTarget::device_weights equals the stored bytes but for the 16-byte INT4
+// weight_shape tensors and NVFP4's kv_b_proj and indexer weights, which stay unquantised in these configs
+// anyway), so eight H200s hold each; in BF16 neither would fit.
+TEST(Plan, FourBitCheckpointsFitAsTheGpuHoldsThem) {
+  for (const char* model : {"kimi_k2_thinking", "glm5_nvfp4"}) {
+    const PlanTarget eight = target_for(planner_config(model), "h200", 8);
+    const LayoutCheck tp8 = check_layout(eight, {.tp = 8, .ep = 8});
+    ASSERT_TRUE(tp8.valid()) << model << ": " << format_issues(eight, tp8);
+    const double stored = static_cast<double>(tp8.memory->stages[0].weight_bytes);
+    const double held = static_cast<double>(tp8.memory->stages[0].device_weight_bytes);
+    EXPECT_NEAR(held, stored, 0.01 * stored) << model;
+    // Dequantised to BF16, the experts alone would be about 3.5x their 4-bit bytes: no longer 8 GPUs' worth.
+    ModelDesc bf16 = eight.shape;
+    bf16.quant = {};
+    EXPECT_GT(static_cast<double>(weights_from_config(bf16).total().bytes), 8 * 141e9) << model;
+  }
+}
+
 TEST(Plan, LayoutJsonHasEveryRankAndGroup) {
   const PlanTarget t = target_for(planner_config("qwen3_30b_a3b"), "h200", 16);
   const LayoutCheck c = check_layout(t, {.pp = 2, .tp = 4, .dp = 2, .ep = 4});

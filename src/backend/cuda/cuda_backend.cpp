@@ -160,32 +160,49 @@ class CudaBackend final : public Backend {
     if (bias) cuda::add_bias(y, bf(bias), m, n, stream_);
   }
   using Backend::linear;
-  // Block FP8 as stored whenever a row is whole 16-byte chunks of whole blocks' columns.
-  bool keeps_fp8_block(int64_t rows, int64_t cols, int64_t block_rows, int64_t block_cols) const override {
-    return rows > 0 && block_rows > 0 && cols % 16 == 0 && block_cols % 16 == 0;
+  // Block FP8 as stored whenever a row is whole 16-byte chunks of whole blocks' columns; 4-bit forms
+  // whenever a row is whole 16-byte chunks (32 values) and a group whole halves of one.
+  bool keeps_quantised(WeightFormat format, int64_t rows, int64_t cols, int64_t block_rows,
+                       int64_t block_cols) const override {
+    switch (format) {
+      case WeightFormat::dense:
+        return false;
+      case WeightFormat::fp8_block:
+        return rows > 0 && block_rows > 0 && cols % 16 == 0 && block_cols % 16 == 0;
+      case WeightFormat::int4_group:
+      case WeightFormat::nvfp4:
+        return rows > 0 && block_rows == 1 && cols % 32 == 0 && block_cols > 0 && block_cols % 16 == 0;
+    }
+    return false;
   }
-  // Up to 4 rows the FP8 GEMV reads each weight byte once; more rows widen the matrix to bf16 in scratch
-  // and take cuBLAS (measured on H200, Qwen3-30B-A3B-FP8 at 8 rows: the GEMV's x reads and register
+  // Up to 4 rows the FP8 and 4-bit GEMVs read each weight byte once; more rows widen the matrix to bf16 in
+  // scratch and take cuBLAS (measured on H200, Qwen3-30B-A3B-FP8 at 8 rows: the GEMV's x reads and register
   // pressure (211 registers, one block per SM) made its attention phase 5.7 ms per step against 4.2 for
   // BF16 on cuBLAS).
   void linear_quant(const float* x, const Matrix& w, WeightPtr bias, float* y, int64_t m, int64_t n,
                     int64_t k) override {
-    SY_CHECK(w.q.format == WeightFormat::fp8_block, "CUDA linear: weight format {} is not kept by this backend",
-             static_cast<int>(w.q.format));
+    SY_CHECK(!w.q.dense(), "CUDA linear_quant: a dense [{}, {}] matrix", n, k);
     if (m == 0 || n == 0) return;
     const auto* q = static_cast<const uint8_t*>(w.w);
-    if (m <= 4 && cuda::gemv_fp8_supported(m, k, w.q) && aligned16(q)) {
+    const bool fp8 = w.q.format == WeightFormat::fp8_block;
+    if (m <= 4 && aligned16(q) && (fp8 ? cuda::gemv_fp8_supported(m, k, w.q) : cuda::gemv_q4_supported(m, k, w.q))) {
       bf16_bits* xb = scratch_.get<bf16_bits>(kXBf16, m * k);
       cuda::f32_to_bf16(x, xb, m * k, stream_);
-      return cuda::gemv_fp8(xb, q, w.q, bf(bias), y, m, n, k, stream_);
+      if (fp8) return cuda::gemv_fp8(xb, q, w.q, bf(bias), y, m, n, k, stream_);
+      return cuda::gemv_q4(xb, q, w.q, bf(bias), y, m, n, k, stream_);
     }
     bf16_bits* wide = scratch_.get<bf16_bits>(kWideWeight, n * k);
-    cuda::fp8_to_bf16(q, w.q, n, k, wide, stream_);
+    if (fp8) {
+      cuda::fp8_to_bf16(q, w.q, n, k, wide, stream_);
+    } else {
+      cuda::q4_to_bf16(q, w.q, n, k, wide, stream_);
+    }
     linear(x, static_cast<WeightPtr>(wide), bias, y, m, n, k);
   }
   void fill_random_fp8(const RandomFp8Args& a) override {
     cuda::fill_random_fp8(static_cast<uint8_t*>(a.dst), a.n, a.scales, a.n_scales, a.seed, a.stddev, a.scale, stream_);
   }
+  void fill_random_q4(const RandomQ4Args& a) override { cuda::fill_random_q4(a, stream_); }
   void linear_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) override {
     if (m == 0 || n == 0) return;
     // A router at decode: one warp per expert row (cuBLAS's fp32 GEMM at m = 1 is a few CTAs).
@@ -321,8 +338,8 @@ class CudaBackend final : public Backend {
     }
     if (!cuda::moe_grouped_supported(c) || !aligned16(c.gate_up) || !aligned16(c.down)) {
       SY_CHECK(c.gate_up_q.dense() && c.down_q.dense(),
-               "CUDA moe_experts: FP8 experts of hidden {}, inter {}, {} experts need hidden and inter multiples of "
-               "16 and at most 1024 experts",
+               "CUDA moe_experts: quantised experts of hidden {}, inter {}, {} experts need hidden and inter "
+               "multiples of 16 (4-bit: 32) and at most 1024 experts",
                c.hidden, c.inter, c.n_experts);
       return grouped_moe_.run(c);
     }
@@ -353,7 +370,7 @@ class CudaBackend final : public Backend {
 
   // Slots of scratch_: the bf16 copy of a matrix-product input, the expert paths' intermediates and
   // the split attention's partials.
-  // kWideWeight: an FP8 matrix widened to bf16 for cuBLAS.
+  // kWideWeight: a quantised matrix widened to bf16 for cuBLAS.
   enum ScratchSlot : int {
     kXBf16 = 0,
     kMoeAct,

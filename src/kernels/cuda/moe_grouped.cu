@@ -7,10 +7,12 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/q4.cuh"
 
 namespace sy::cuda {
 
@@ -143,34 +145,38 @@ struct GemmArgs {
   const bf16_bits* a;  // gate_up: x in bf16 [tokens, k] (row r reads token row_pair[r] / top_k);
                        // down: act [pairs, k] by row
   const void* w;       // gate_up [n_experts, 2 * n_out, k] (gate rows, then up rows); down [n_experts, n_out, k]
-  QuantView q;         // dense: w is bf16; fp8_block: E4M3 bytes with these scales
+  QuantView q;         // dense: w is bf16; else the quantised form's bytes with these scales
   GroupedRoute route;
   void* out;  // gate_up: bf16 act [pairs, n_out] by row; down: fp32 y [pairs, n_out] by pair
   int64_t k, n_out, top_k;
 };
 
-// Elements (bf16 units) of one pipeline stage: the A tile and the B tile, bf16 or (kFp8) E4M3 bytes,
-// which each k step widens into one bf16 B tile after the stages.
-template <int BM, bool kFp8>
-constexpr int kStageElems = BM* kBK + (kFp8 ? kBN * kBK / 2 : kBN * kBK);
+// 16-byte chunks of one B row of kBK weights stored in format F (bf16 8, E4M3 4, 4-bit 2).
+template <WeightFormat F>
+constexpr int kBChunksPerRow = kBK / weights_per_load(F);
+// Elements (bf16 units) of one pipeline stage: the A tile and the B tile, bf16 or quantised bytes, which
+// each k step widens into one bf16 B tile after the stages.
+template <int BM, WeightFormat F>
+constexpr int kStageElems = BM* kBK + kBN* kBChunksPerRow<F> * 8;
 
 // CTA (m-tile blockIdx.x, column block blockIdx.y) of a grouped GEMM; BM rows of one expert × kBN
 // columns, WARPS_M × kWarpsN warps of (BM / WARPS_M) × 32. With kGateUp the CTA's B tile is 64 gate
 // rows then the 64 matching up rows, and each warp holds 16 gate and the same 16 up columns, so that
-// SiLU(gate)·up is formed in registers and stored as bf16. With kFp8 the weights are block-FP8 E4M3:
-// cp.async stages their bytes, and each k step first widens the stage's B bytes with their block scales
-// into the bf16 B tile the tensor cores read (each thread the chunks it copied), so the weights cross
-// the memory bus at one byte each.
-template <int BM, int WARPS_M, int STAGES, int MIN_CTAS, bool kGateUp, bool kFp8>
+// SiLU(gate)·up is formed in registers and stored as bf16. With quantised weights (block-FP8 E4M3 or 4-bit)
+// cp.async stages their bytes, and each k step first widens the stage's B bytes with their scales into the
+// bf16 B tile the tensor cores read (each thread the chunks it copied), so the weights cross the memory bus
+// at one byte (half a byte) each.
+template <int BM, int WARPS_M, int STAGES, int MIN_CTAS, bool kGateUp, WeightFormat F>
 __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_kernel(GemmArgs g) {
+  constexpr bool kQuant = F != WeightFormat::dense, kFp8 = F == WeightFormat::fp8_block;
   constexpr int kThreads = WARPS_M * kWarpsN * 32;
   constexpr int WM = BM / WARPS_M, WN = kBN / kWarpsN, MT = WM / 16, NT = WN / 8;
   constexpr int kAIters = BM * 8 / kThreads;
-  // 16-byte chunks of B per thread and stage: 8 per row of kBK bf16, 4 per row of kBK E4M3 bytes.
-  constexpr int kBChunksPerRow = kFp8 ? 4 : 8, kBIters = kBN * kBChunksPerRow / kThreads;
-  constexpr int kStage = kStageElems<BM, kFp8>;
+  // 16-byte chunks of B per thread and stage.
+  constexpr int kBChunks = kBChunksPerRow<F>, kBIters = kBN * kBChunks / kThreads;
+  constexpr int kStage = kStageElems<BM, F>;
   static_assert(WM % 16 == 0 && NT % 4 == 0 && kAIters >= 1 && BM * 8 % kThreads == 0 &&
-                kBN * kBChunksPerRow % kThreads == 0);
+                kBN * kBChunks % kThreads == 0);
 
   const int tile = static_cast<int>(blockIdx.x);
   const int e = g.route.tile_expert[tile];
@@ -197,18 +203,20 @@ __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_
     a_dst[i] = swizzle(r, c);
   }
   const int64_t w_rows = kGateUp ? 2 * g.n_out : g.n_out;
-  // Weights per 16-byte chunk, and this thread's B chunk within its row.
-  constexpr int kPer = kFp8 ? 16 : 8;
-  const int bc = kFp8 ? tid & 3 : c;
-  const char* w_e = static_cast<const char*>(g.w) + static_cast<int64_t>(e) * w_rows * g.k * (kFp8 ? 1 : 2);
+  // Weights per 16-byte chunk, bytes per row, and this thread's B chunk within its row.
+  constexpr int kPer = weights_per_load(F);
+  const int64_t row_bytes = g.k * 16 / kPer;
+  const int bc = tid % kBChunks;
+  const char* w_e = static_cast<const char*>(g.w) + static_cast<int64_t>(e) * w_rows * row_bytes;
   const char* b_src[kBIters];
   bool b_ok[kBIters];
   int b_dst[kBIters];
-  const float* b_scales[kBIters];  // kFp8: the scales of the thread's B rows
+  const float* b_scales[kBIters];  // FP8: the scales of the thread's B rows
+  Q4Row b_q4[kBIters];             // 4-bit: likewise
   int b_n[kBIters];
 #pragma unroll
   for (int i = 0; i < kBIters; ++i) {
-    const int n = kFp8 ? (tid + i * kThreads) >> 2 : (tid + i * kThreads) >> 3;
+    const int n = (tid + i * kThreads) / kBChunks;
     int64_t col, wrow;
     if constexpr (kGateUp) {
       col = static_cast<int64_t>(nb) * (kBN / 2) + n % (kBN / 2);
@@ -221,14 +229,15 @@ __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_
     const int64_t src_row = b_ok[i] ? wrow : 0;
     b_n[i] = n;
     if constexpr (kFp8) b_scales[i] = fp8_row_scales(g.q, e, src_row);
-    b_src[i] = w_e + (src_row * g.k + bc * kPer) * (kFp8 ? 1 : 2);
-    // bf16: straight into the swizzled tile; E4M3: row-major bytes, widened later.
-    b_dst[i] = kFp8 ? BM * kBK + n * (kBK / 2) + bc * 8 : BM * kBK + swizzle(n, c);
+    if constexpr (kQuant && !kFp8) b_q4[i] = q4_row<F>(g.q, e, w_rows, src_row);
+    b_src[i] = w_e + src_row * row_bytes + bc * 16;
+    // bf16: straight into the swizzled tile; quantised: row-major bytes, widened later.
+    b_dst[i] = kQuant ? BM * kBK + n * (kBChunks * 8) + bc * 8 : BM * kBK + swizzle(n, c);
   }
   const auto load_stage = [&](int stage, int kt) {
     const int64_t k0 = static_cast<int64_t>(kt) * kBK;
     const bool k_ok = k0 + c * 8 < g.k;       // k % 8 == 0: a chunk is all in or all out
-    const bool kb_ok = k0 + bc * kPer < g.k;  // likewise for B (FP8: k % 16 == 0)
+    const bool kb_ok = k0 + bc * kPer < g.k;  // likewise for B (k % kPer == 0)
     bf16_bits* st = smem + stage * kStage;
 #pragma unroll
     for (int i = 0; i < kAIters; ++i) {
@@ -238,24 +247,43 @@ __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_
 #pragma unroll
     for (int i = 0; i < kBIters; ++i) {
       const bool ok = b_ok[i] && kb_ok;
-      cp_async16(st + b_dst[i], ok ? b_src[i] + k0 * (kFp8 ? 1 : 2) : g.w, ok);
+      cp_async16(st + b_dst[i], ok ? b_src[i] + k0 * 16 / kPer : g.w, ok);
     }
   };
-  // kFp8: the bf16 B tile after the stages, filled from stage `stage` (k tile kt) by each thread for the
-  // chunks it copied: 16 bytes become bf16 chunks 2·bc and 2·bc + 1 of its row.
+  // Quantised: the bf16 B tile after the stages, filled from stage `stage` (k tile kt) by each thread for
+  // the chunks it copied: 16 bytes become bf16 chunks 2·bc and 2·bc + 1 of its row (FP8), or 4·bc to
+  // 4·bc + 3 (4-bit).
   bf16_bits* const b_wide = smem + STAGES * kStage;
   const int block_cols = kFp8 ? static_cast<int>(g.q.block_cols) : 1;
-  const auto widen_stage = [&](int stage, int kt) {
+  // The scales of the thread's chunks of k tile kt, fetched a k step ahead of their widening (fetched there,
+  // right after the barrier, each would stall the whole CTA for a memory latency).
+  using ScaleT = std::conditional_t<kFp8, float, float2>;
+  ScaleT b_sc[kBIters] = {};
+  const auto fetch_scales = [&](int kt) {
     if constexpr (kFp8) {
       const int k0 = kt * kBK + bc * kPer;
       const int kb = k0 / block_cols;  // the scale column of the thread's chunk
+#pragma unroll
+      for (int i = 0; i < kBIters; ++i) b_sc[i] = b_ok[i] && k0 < g.k ? __ldg(b_scales[i] + kb) : 0.0f;
+    } else if constexpr (kQuant) {
+      const int64_t chunk = static_cast<int64_t>(kt) * kBChunks + bc;  // of the row
+#pragma unroll
+      for (int i = 0; i < kBIters; ++i) {
+        b_sc[i] = b_ok[i] && chunk * kPer < g.k ? q4_chunk_scales<F>(b_q4[i], g.q.block_cols, chunk)
+                                                : make_float2(0.0f, 0.0f);
+      }
+    } else {
+      (void)kt;
+    }
+  };
+  const auto widen_stage = [&](int stage) {
+    if constexpr (kFp8) {
       const bf16_bits* st = smem + stage * kStage;
 #pragma unroll
       for (int i = 0; i < kBIters; ++i) {
         const uint4 u = *reinterpret_cast<const uint4*>(st + b_dst[i]);
-        const float scale = b_ok[i] && k0 < g.k ? __ldg(b_scales[i] + kb) : 0.0f;
         float f[16];
-        unpack16_fp8(u, scale, f);
+        unpack16_fp8(u, b_sc[i], f);
         uint32_t p[8];
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -266,8 +294,20 @@ __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_
         *reinterpret_cast<uint4*>(b_wide + swizzle(b_n[i], 2 * bc + 1)) = make_uint4(p[4], p[5], p[6], p[7]);
       }
       __syncthreads();
+    } else if constexpr (kQuant) {
+      const bf16_bits* st = smem + stage * kStage;
+#pragma unroll
+      for (int i = 0; i < kBIters; ++i) {
+        const uint4 u = *reinterpret_cast<const uint4*>(st + b_dst[i]);
+        float f[32];
+        unpack32_q4<F>(u, b_sc[i], f);
+#pragma unroll
+        for (int o = 0; o < 4; ++o)
+          *reinterpret_cast<uint4*>(b_wide + swizzle(b_n[i], 4 * bc + o)) = pack8_bf16(f + 8 * o);
+      }
+      __syncthreads();
     } else {
-      (void)stage, (void)kt;
+      (void)stage;
     }
   };
   // B row (within the CTA tile) of the warp's n8 tile j.
@@ -288,6 +328,7 @@ __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_
       for (int q = 0; q < 4; ++q) acc[mt][j][q] = 0.0f;
 
   const int KT = static_cast<int>((g.k + kBK - 1) / kBK);
+  fetch_scales(0);
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < KT) load_stage(s, s);
@@ -299,8 +340,9 @@ __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_
     if (kt + STAGES - 1 < KT) load_stage((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
     cp_async_commit();
     const bf16_bits* As = smem + (kt % STAGES) * kStage;
-    widen_stage(kt % STAGES, kt);
-    const bf16_bits* Bs = kFp8 ? b_wide : As + BM * kBK;
+    widen_stage(kt % STAGES);
+    if (kt + 1 < KT) fetch_scales(kt + 1);
+    const bf16_bits* Bs = kQuant ? b_wide : As + BM * kBK;
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk) {
       uint32_t af[MT][4], bfr[NT][2];
@@ -391,13 +433,14 @@ __global__ void moe_grouped_combine_kernel(MoeExpertsArgs p, const float* y) {
 template <int BM, int WARPS_M, int STAGES, int MIN_CTAS>
 struct TileConfig {
   static constexpr int kBM = BM, kThreads = WARPS_M * kWarpsN * 32;
-  template <bool kFp8>
-  static constexpr size_t kSmem = (size_t(STAGES) * kStageElems<BM, kFp8> + (kFp8 ? size_t(kBN) * kBK : 0)) *
+  template <WeightFormat F>
+  static constexpr size_t kSmem = (size_t(STAGES) * kStageElems<BM, F> +
+                                   (F != WeightFormat::dense ? size_t(kBN) * kBK : 0)) *
                                   sizeof(bf16_bits);
-  template <bool kGateUp, bool kFp8>
+  template <bool kGateUp, WeightFormat F>
   static void launch(const GemmArgs& g, int64_t max_tiles, int64_t col_blocks, cudaStream_t s, const char* name) {
-    const auto kernel = grouped_gemm_kernel<BM, WARPS_M, STAGES, MIN_CTAS, kGateUp, kFp8>;
-    constexpr size_t smem = kSmem<kFp8>;
+    const auto kernel = grouped_gemm_kernel<BM, WARPS_M, STAGES, MIN_CTAS, kGateUp, F>;
+    constexpr size_t smem = kSmem<F>;
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
                "cudaFuncSetAttribute(grouped_gemm)");
     kernel<<<dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(col_blocks)), kThreads, smem, s>>>(g);
@@ -411,43 +454,48 @@ using Tiles128 = TileConfig<128, 2, 3, 2>;
 
 int64_t max_tiles(int64_t pairs, int64_t n_experts, int tile_m) { return (pairs + tile_m - 1) / tile_m + n_experts; }
 
-template <typename Config, bool kFp8>
+template <typename Config, WeightFormat F>
 void run_gemms(const MoeExpertsArgs& p, const MoeGroupedScratch& g, cudaStream_t s) {
   const int64_t pairs = p.tokens * p.top_k, tiles = max_tiles(pairs, p.n_experts, Config::kBM);
   check_supported(g.tile_m == Config::kBM, "moe_grouped: tile_m must be 16, 32, 64 or 128");
-  Config::template launch<true, kFp8>({.a = g.x_bf16,
-                                       .w = p.gate_up,
-                                       .q = p.gate_up_q,
-                                       .route = g.route,
-                                       .out = g.act,
-                                       .k = p.hidden,
-                                       .n_out = p.inter,
-                                       .top_k = p.top_k},
-                                      tiles, (p.inter + kBN / 2 - 1) / (kBN / 2), s, "grouped_gemm(gate_up)");
-  Config::template launch<false, kFp8>({.a = g.act,
-                                        .w = p.down,
-                                        .q = p.down_q,
-                                        .route = g.route,
-                                        .out = g.y,
-                                        .k = p.inter,
-                                        .n_out = p.hidden,
-                                        .top_k = p.top_k},
-                                       tiles, (p.hidden + kBN - 1) / kBN, s, "grouped_gemm(down)");
+  Config::template launch<true, F>({.a = g.x_bf16,
+                                    .w = p.gate_up,
+                                    .q = p.gate_up_q,
+                                    .route = g.route,
+                                    .out = g.act,
+                                    .k = p.hidden,
+                                    .n_out = p.inter,
+                                    .top_k = p.top_k},
+                                   tiles, (p.inter + kBN / 2 - 1) / (kBN / 2), s, "grouped_gemm(gate_up)");
+  Config::template launch<false, F>({.a = g.act,
+                                     .w = p.down,
+                                     .q = p.down_q,
+                                     .route = g.route,
+                                     .out = g.y,
+                                     .k = p.inter,
+                                     .n_out = p.hidden,
+                                     .top_k = p.top_k},
+                                    tiles, (p.hidden + kBN - 1) / kBN, s, "grouped_gemm(down)");
 }
 
 template <typename Config>
 void run_gemms(const MoeExpertsArgs& p, const MoeGroupedScratch& g, cudaStream_t s) {
-  if (p.gate_up_q.dense()) return run_gemms<Config, false>(p, g, s);
-  run_gemms<Config, true>(p, g, s);
+  switch (p.gate_up_q.format) {
+    case WeightFormat::dense:
+      return run_gemms<Config, WeightFormat::dense>(p, g, s);
+    case WeightFormat::fp8_block:
+      return run_gemms<Config, WeightFormat::fp8_block>(p, g, s);
+    case WeightFormat::int4_group:
+      return run_gemms<Config, WeightFormat::int4_group>(p, g, s);
+    case WeightFormat::nvfp4:
+      return run_gemms<Config, WeightFormat::nvfp4>(p, g, s);
+  }
 }
 
 }  // namespace
 
 bool moe_grouped_supported(const MoeExpertsArgs& p) {
-  const int64_t per = p.gate_up_q.dense() ? 8 : 16;
-  return p.hidden % per == 0 && p.inter % per == 0 && p.n_experts >= 1 && p.n_experts <= kMaxExperts &&
-         p.gate_up_q.format == p.down_q.format &&
-         (p.gate_up_q.dense() || (p.gate_up_q.block_cols % 16 == 0 && p.down_q.block_cols % 16 == 0));
+  return expert_layout_ok(p.gate_up_q, p.down_q, p.hidden, p.inter) && p.n_experts >= 1 && p.n_experts <= kMaxExperts;
 }
 
 int moe_grouped_tile_m(int64_t pairs, int64_t n_experts) {
@@ -476,7 +524,8 @@ void moe_grouped_dispatch(const MoeExpertsArgs& p, const MoeGroupedScratch& g, c
   const int64_t pairs = p.tokens * p.top_k;
   if (pairs == 0) return;
   check_supported(moe_grouped_supported(p),
-                  "moe_grouped: needs hidden and inter multiples of 8 (FP8: of 16) and 1 <= n_experts <= 1024");
+                  "moe_grouped: needs hidden and inter multiples of 8 (FP8: of 16, 4-bit: of 32) and 1 <= n_experts "
+                  "<= 1024");
   const int warps = p.n_experts <= 256 ? 32 : 8;
   const auto E = static_cast<int>(p.n_experts);
   const size_t smem = static_cast<size_t>(warps * E + 3 * E) * sizeof(int);

@@ -1,42 +1,59 @@
 // Routed experts for a few (token, expert) pairs as GEMVs that stream each pair's expert weights (bf16,
-// or block FP8 as stored) with 16-byte loads, many in flight per lane: SiLU·mul fused into the gate/up
+// or block FP8 or 4-bit as stored) with 16-byte loads, many in flight per lane: SiLU·mul fused into the gate/up
 // pass, the fixed-order weighted combine fused into the down pass. Two launches, both programmatic
 // dependents; no host round trip.
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/fp8.cuh"
+#include "kernels/cuda/q4.cuh"
 
 namespace sy::cuda {
 
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kGateUpBatch = 8;  // 16-byte chunks of each of the gate and up rows per lane in flight
-constexpr int kDownPairs = 4;    // pairs whose down rows a warp streams together
-constexpr int kDownBatch = 4;    // 16-byte chunks per pair and lane in flight
+constexpr int kDownPairs = 4;  // pairs whose down rows a warp streams together
 
-// An expert array [n_experts, rows, cols] as the kernels stream it: 16-byte chunks of kPer weights.
+// An expert array [n_experts, rows, cols] as the kernels stream it: 16-byte chunks of kPer weights, each
+// with the Scale its unpacking needs, loaded together with the chunk (a scale fetched only when the chunk is
+// unpacked would put a memory latency in front of every chunk's arithmetic).
 struct Bf16Experts {
   static constexpr int kPer = 8;
+  // 16-byte chunks per lane in flight: of each of the gate and up rows, and of each pair's down row. The
+  // FP8 and 4-bit policies hold fewer (a chunk is 16 or 32 weights: a lane's share of a 2048-wide FP8 row is
+  // 4 chunks, of a 7168-wide 4-bit row 7), so that their registers allow two blocks per SM.
+  static constexpr int kGateUpBatch = 8, kDownBatch = 4;
+  using RowScales = const float*;
+  using Scale = float;
   const bf16_bits* w;
   int64_t rows, cols;
   __device__ const uint4* row(int64_t e, int64_t r) const {
     return reinterpret_cast<const uint4*>(w + (e * rows + r) * cols);
   }
-  // What unpack needs of row r of expert e besides its chunks (bf16: nothing).
+  // Where the scales of row r of expert e are (bf16: none).
   __device__ const float* row_scales(int64_t e, int64_t r) const {
     (void)e, (void)r;
     return nullptr;
   }
-  // The weights of chunk c of a row.
-  __device__ void unpack(const uint4& u, const float* scales, int c, float* f) const {
+  // The scale of chunk c of a row.
+  __device__ Scale scale(const float* scales, int64_t c) const {
     (void)scales, (void)c;
+    return 1.0f;
+  }
+  // Weights 8·part .. 8·part + 7 of a chunk (kParts parts of 8), unpacked a part at a time so that few
+  // registers hold widened weights.
+  static constexpr int kParts = 1;
+  __device__ void unpack_part(const uint4& u, Scale s, int part, float* f) const {
+    (void)s, (void)part;
     unpack8(u, f);
   }
 };
 struct Fp8Experts {
   static constexpr int kPer = 16;
+  static constexpr int kGateUpBatch = 4, kDownBatch = 2;
+  using RowScales = const float*;
+  using Scale = float;
   const uint8_t* w;
   int64_t rows, cols;
   QuantView q;
@@ -44,10 +61,51 @@ struct Fp8Experts {
     return reinterpret_cast<const uint4*>(w + (e * rows + r) * cols);
   }
   __device__ const float* row_scales(int64_t e, int64_t r) const { return fp8_row_scales(q, e, r); }
-  __device__ void unpack(const uint4& u, const float* scales, int c, float* f) const {
-    unpack16_fp8(u, __ldg(scales + c / chunks_per_block), f);
+  __device__ Scale scale(const float* scales, int64_t c) const {
+    return __ldg(scales + static_cast<int>(c) / chunks_per_block);  // 32-bit: a 64-bit division costs a chunk
+  }
+  static constexpr int kParts = 2;
+  __device__ void unpack_part(const uint4& u, Scale s, int part, float* f) const {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const __half2_raw r =
+            __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[2 * part + i] >> (16 * h)), __NV_E4M3);
+        const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&r));
+        f[4 * i + 2 * h] = v.x * s;
+        f[4 * i + 2 * h + 1] = v.y * s;
+      }
+    }
   }
   int chunks_per_block;  // block_cols / 16
+};
+template <WeightFormat F>
+struct Q4Experts {
+  static constexpr int kPer = 32;
+  static constexpr int kGateUpBatch = 4, kDownBatch = 2;
+  using RowScales = Q4Row;
+  const uint8_t* w;
+  int64_t rows, cols;
+  QuantView q;
+  __device__ const uint4* row(int64_t e, int64_t r) const {
+    return reinterpret_cast<const uint4*>(w + (e * rows + r) * (cols / 2));
+  }
+  using Scale = float2;
+  __device__ Q4Row row_scales(int64_t e, int64_t r) const { return q4_row<F>(q, e, rows, r); }
+  __device__ Scale scale(const Q4Row& scales, int64_t c) const { return q4_chunk_scales<F>(scales, q.block_cols, c); }
+  static constexpr int kParts = 4;
+  __device__ void unpack_part(const uint4& u, Scale s, int part, float* f) const {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+    const float scale = part < 2 ? s.x : s.y;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 v = q4_pair<F>(w[part], j);
+      f[j] = v.x * scale;
+      f[j + 4] = v.y * scale;
+    }
+  }
 };
 
 // One warp per intermediate row i of one (token, expert) pair: gate and up rows together.
@@ -65,41 +123,57 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeExpertsArgs
   const int64_t chunks = i < p.inter ? p.hidden / W::kPer : 0;
   const uint4* g_row = gu.row(e, i);
   const uint4* u_row = gu.row(e, p.inter + i);
-  const float* g_scales = gu.row_scales(e, i);
-  const float* u_scales = gu.row_scales(e, p.inter + i);
-  uint4 gw[kGateUpBatch] = {}, uw[kGateUpBatch] = {};
+  const typename W::RowScales g_scales = gu.row_scales(e, i);
+  const typename W::RowScales u_scales = gu.row_scales(e, p.inter + i);
+  uint4 gw[W::kGateUpBatch] = {}, uw[W::kGateUpBatch] = {};
+  typename W::Scale gs[W::kGateUpBatch] = {}, us[W::kGateUpBatch] = {};
   const auto load = [&](int64_t c0) {
 #pragma unroll
-    for (int j = 0; j < kGateUpBatch; ++j) {
+    for (int j = 0; j < W::kGateUpBatch; ++j) {
       const int64_t c = c0 + 32 * j;
       if (c < chunks) {
         gw[j] = __ldg(g_row + c);
         uw[j] = __ldg(u_row + c);
+        gs[j] = gu.scale(g_scales, c);
+        us[j] = gu.scale(u_scales, c);
       }
     }
   };
   load(lane);  // in flight while x is staged
-  // Inputs rounded to bf16, as cuBLAS is fed on the grouped path and as the cpu-bf16 oracle does.
+  // Inputs rounded to bf16, as cuBLAS is fed on the grouped path and as the cpu-bf16 oracle does; four at a
+  // time, a few loads in flight per thread (hidden % 8 == 0).
   const int64_t x_chunks = p.hidden / W::kPer;
-  for (int64_t h = threadIdx.x; h < p.hidden; h += blockDim.x) {
-    x_s[(h % W::kPer) * x_chunks + h / W::kPer] = round_bf16(p.x[t * p.hidden + h]);
+  const float4* x4 = reinterpret_cast<const float4*>(p.x + t * p.hidden);
+#pragma unroll 4
+  for (int64_t h4 = threadIdx.x; h4 < p.hidden / 4; h4 += blockDim.x) {
+    const float4 v = x4[h4];
+    const float f[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int64_t h = 4 * h4 + q;
+      x_s[(h % W::kPer) * x_chunks + h / W::kPer] = round_bf16(f[q]);
+    }
   }
   __syncthreads();
   if (i >= p.inter) return;
   float g = 0.0f, u = 0.0f;
-  for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kGateUpBatch) {
+  for (int64_t c0 = lane; c0 < chunks; c0 += 32 * W::kGateUpBatch) {
     if (c0 != lane) load(c0);
 #pragma unroll
-    for (int j = 0; j < kGateUpBatch; ++j) {
+    for (int j = 0; j < W::kGateUpBatch; ++j) {
       const int64_t c = c0 + 32 * j;
       if (c >= chunks) break;
-      float gf[W::kPer], uf[W::kPer];
-      gu.unpack(gw[j], g_scales, static_cast<int>(c), gf);
-      gu.unpack(uw[j], u_scales, static_cast<int>(c), uf);
 #pragma unroll
-      for (int q = 0; q < W::kPer; ++q) {
-        g += gf[q] * x_s[q * x_chunks + c];
-        u += uf[q] * x_s[q * x_chunks + c];
+      for (int part = 0; part < W::kParts; ++part) {
+        float gf[8], uf[8];
+        gu.unpack_part(gw[j], gs[j], part, gf);
+        gu.unpack_part(uw[j], us[j], part, uf);
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          const float xq = x_s[(8 * part + q) * x_chunks + c];
+          g += gf[q] * xq;
+          u += uf[q] * xq;
+        }
       }
     }
   }
@@ -123,7 +197,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeExpert
   for (int64_t k0 = 0; k0 < p.top_k; k0 += kDownPairs) {
     const uint4* rows[kDownPairs];
     const float* acts[kDownPairs];
-    const float* scales[kDownPairs];
+    typename W::RowScales scales[kDownPairs];
 #pragma unroll
     for (int q = 0; q < kDownPairs; ++q) {
       const int64_t pair = t * p.top_k + min(k0 + q, p.top_k - 1);
@@ -133,30 +207,37 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeExpert
       acts[q] = act + pair * p.inter;
     }
     float y[kDownPairs] = {};
-    for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kDownBatch) {
-      uint4 w[kDownPairs][kDownBatch] = {};
+    for (int64_t c0 = lane; c0 < chunks; c0 += 32 * W::kDownBatch) {
+      uint4 w[kDownPairs][W::kDownBatch] = {};
+      typename W::Scale sc[kDownPairs][W::kDownBatch] = {};
 #pragma unroll
       for (int q = 0; q < kDownPairs; ++q) {
 #pragma unroll
-        for (int b = 0; b < kDownBatch; ++b) {
-          if (k0 + q < p.top_k && c0 + 32 * b < chunks) w[q][b] = __ldg(rows[q] + c0 + 32 * b);
+        for (int b = 0; b < W::kDownBatch; ++b) {
+          if (k0 + q < p.top_k && c0 + 32 * b < chunks) {
+            w[q][b] = __ldg(rows[q] + c0 + 32 * b);
+            sc[q][b] = dn.scale(scales[q], c0 + 32 * b);
+          }
         }
       }
 #pragma unroll
       for (int q = 0; q < kDownPairs; ++q) {
         if (k0 + q >= p.top_k) break;
 #pragma unroll
-        for (int b = 0; b < kDownBatch; ++b) {
+        for (int b = 0; b < W::kDownBatch; ++b) {
           const int64_t c = c0 + 32 * b;
           if (c >= chunks) break;
-          float wf[W::kPer];
-          dn.unpack(w[q][b], scales[q], static_cast<int>(c), wf);
           const float4* a4 = reinterpret_cast<const float4*>(acts[q] + c * W::kPer);
 #pragma unroll
-          for (int r = 0; r < W::kPer / 4; ++r) {
-            const float4 a = a4[r];
-            y[q] += wf[4 * r] * round_bf16(a.x) + wf[4 * r + 1] * round_bf16(a.y) + wf[4 * r + 2] * round_bf16(a.z) +
-                    wf[4 * r + 3] * round_bf16(a.w);
+          for (int part = 0; part < W::kParts; ++part) {
+            float wf[8];
+            dn.unpack_part(w[q][b], sc[q][b], part, wf);
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const float4 a = a4[2 * part + r];
+              y[q] += wf[4 * r] * round_bf16(a.x) + wf[4 * r + 1] * round_bf16(a.y) + wf[4 * r + 2] * round_bf16(a.z) +
+                      wf[4 * r + 3] * round_bf16(a.w);
+            }
           }
         }
       }
@@ -186,24 +267,29 @@ void run(const MoeExpertsArgs& p, const W& gate_up, const W& down, float* act, c
 }  // namespace
 
 bool moe_small_batch_supported(const MoeExpertsArgs& p) {
-  const int64_t per = p.gate_up_q.dense() ? 8 : 16;
-  return p.hidden % per == 0 && p.inter % per == 0 && p.gate_up_q.format == p.down_q.format &&
-         (p.gate_up_q.dense() || (p.gate_up_q.block_cols % 16 == 0 && p.down_q.block_cols % 16 == 0));
+  return expert_layout_ok(p.gate_up_q, p.down_q, p.hidden, p.inter);
 }
 
 void moe_small_batch(const MoeExpertsArgs& p, float* act, cudaStream_t s) {
   if (p.tokens * p.top_k == 0) return;
-  check_supported(moe_small_batch_supported(p), "moe_small_batch: hidden and inter must be multiples of 8 (FP8: 16)");
-  if (p.gate_up_q.dense()) {
-    return run(p, Bf16Experts{bf16_storage(p.gate_up), 2 * p.inter, p.hidden},
-               Bf16Experts{bf16_storage(p.down), p.hidden, p.inter}, act, s);
+  check_supported(moe_small_batch_supported(p),
+                  "moe_small_batch: hidden and inter must be multiples of 8 (FP8: 16, 4-bit: 32)");
+  const auto* gu = static_cast<const uint8_t*>(p.gate_up);
+  const auto* dn = static_cast<const uint8_t*>(p.down);
+  switch (p.gate_up_q.format) {
+    case WeightFormat::dense:
+      return run(p, Bf16Experts{bf16_storage(p.gate_up), 2 * p.inter, p.hidden},
+                 Bf16Experts{bf16_storage(p.down), p.hidden, p.inter}, act, s);
+    case WeightFormat::fp8_block:
+      return run(p, Fp8Experts{gu, 2 * p.inter, p.hidden, p.gate_up_q, static_cast<int>(p.gate_up_q.block_cols / 16)},
+                 Fp8Experts{dn, p.hidden, p.inter, p.down_q, static_cast<int>(p.down_q.block_cols / 16)}, act, s);
+    case WeightFormat::int4_group:
+      return run(p, Q4Experts<WeightFormat::int4_group>{gu, 2 * p.inter, p.hidden, p.gate_up_q},
+                 Q4Experts<WeightFormat::int4_group>{dn, p.hidden, p.inter, p.down_q}, act, s);
+    case WeightFormat::nvfp4:
+      return run(p, Q4Experts<WeightFormat::nvfp4>{gu, 2 * p.inter, p.hidden, p.gate_up_q},
+                 Q4Experts<WeightFormat::nvfp4>{dn, p.hidden, p.inter, p.down_q}, act, s);
   }
-  run(p,
-      Fp8Experts{static_cast<const uint8_t*>(p.gate_up), 2 * p.inter, p.hidden, p.gate_up_q,
-                 static_cast<int>(p.gate_up_q.block_cols / 16)},
-      Fp8Experts{static_cast<const uint8_t*>(p.down), p.hidden, p.inter, p.down_q,
-                 static_cast<int>(p.down_q.block_cols / 16)},
-      act, s);
 }
 
 }  // namespace sy::cuda

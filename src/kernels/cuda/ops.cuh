@@ -75,6 +75,15 @@ void fp8_to_bf16(const uint8_t* w, const QuantView& q, int64_t rows, int64_t col
 void fill_random_fp8(uint8_t* dst, int64_t n, float* scales, int64_t n_scales, uint64_t seed, float stddev, float scale,
                      cudaStream_t s);
 
+// 4-bit weights kept as stored (q4.cu; QuantView int4_group and nvfp4, bytes [rows, cols / 2]): the
+// matrix-vector product for 1 <= m <= 4 (k % 32 == 0, groups a multiple of 16 columns, x bf16 and w 16-byte
+// aligned), dequantisation to bf16 (cols % 32 == 0) for cuBLAS, and random values.
+bool gemv_q4_supported(int64_t m, int64_t k, const QuantView& q);
+void gemv_q4(const bf16_bits* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
+             int64_t n, int64_t k, cudaStream_t s);
+void q4_to_bf16(const uint8_t* w, const QuantView& q, int64_t rows, int64_t cols, bf16_bits* out, cudaStream_t s);
+void fill_random_q4(const RandomQ4Args& a, cudaStream_t s);
+
 // GQA attention on tensor cores (gqa_attention.cu) for groups of at most 16 query heads per kv head
 // and head_dim 32, 64 or 128; paged_attention covers everything else. Both kernels accept any batch
 // layout; the decode kernel suits one token per sequence, the prefill kernel runs of tokens of one
@@ -93,9 +102,9 @@ void gqa_decode_attention(const PagedAttentionArgs& p, const AttentionSplit& spl
 // Prefill: flash attention over query tiles of consecutive tokens (causal, optional sliding window).
 void gqa_prefill_attention(const PagedAttentionArgs& p, cudaStream_t s);
 
-// Routed experts as per-pair GEMVs (gate/up with SiLU·mul, then down with the combine), bf16 or block-FP8
-// weights (gate_up_q and down_q alike); needs hidden and inter multiples of 8 (FP8: of 16, and block_cols
-// too), for 16-byte weight loads.
+// Routed experts as per-pair GEMVs (gate/up with SiLU·mul, then down with the combine), bf16, block-FP8 or
+// 4-bit weights (gate_up_q and down_q alike); needs hidden and inter multiples of the weights per 16-byte
+// load (bf16 8, FP8 16, 4-bit 32) and FP8 block_cols (4-bit groups) multiples of 16.
 bool moe_small_batch_supported(const MoeExpertsArgs& p);
 // act: scratch [tokens * top_k, inter], SiLU(gate)·up by pair.
 void moe_small_batch(const MoeExpertsArgs& a, float* act, cudaStream_t s);
@@ -117,8 +126,7 @@ struct MoeGroupedScratch {
   float* y;            // [tokens * top_k, hidden], expert output by pair
   int tile_m;          // 16, 32, 64 or 128 (moe_grouped_tile_m picks one)
 };
-// Weights bf16 or block FP8 (gate_up_q and down_q alike; FP8 needs hidden, inter and block_cols multiples
-// of 16).
+// Weights bf16, block FP8 or 4-bit (gate_up_q and down_q alike; as moe_small_batch_supported).
 bool moe_grouped_supported(const MoeExpertsArgs& p);
 // Rows per tile for this many pairs over n_experts: a function of sizes only, so that launch shapes
 // do not depend on the routing.

@@ -1,0 +1,184 @@
+// The loader's 4-bit path for a backend that keeps INT4 and NVFP4 as stored (the CUDA backend does; the CPU
+// backend dequantises, so a host double stands in here), on the bundled INT4 (Kimi K2's ignore list) and
+// NVFP4 (GLM-5) fixtures: expert and attention matrices reach the "device" as the checkpoint's own packed
+// bytes, group scales and per-tensor scales, cut to a rank's rows or columns; decoded by the formats'
+// definitions (../shared/quant-formats.md B and C, written out here), they equal what the CPU backend's
+// dequantising loader holds; a cut through a group is not kept (and refused), and a part stored otherwise
+// than the array it joins is refused.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arch/model_desc.h"
+#include "base/check.h"
+#include "base/dtype.h"
+#include "common/fixture.h"
+#include "common/keeps_quant_host.h"
+#include "io/safetensors.h"
+#include "model/weights.h"
+
+namespace sy {
+namespace {
+
+// E2M1 codes: bit 3 the sign, bits 0-2 index the magnitudes.
+constexpr std::array<float, 8> kE2m1 = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+class Q4Kept : public ::testing::Test {
+ protected:
+  void open(const std::string& fixture) {
+    dir_ = test::fixtures_dir() / fixture;
+    desc_ = load_model_desc(dir_);
+    ckpt_ = std::make_unique<Checkpoint>(Checkpoint::open(dir_));
+  }
+  std::unique_ptr<WeightLoader> loader(Backend& be, WeightStore& store) {
+    auto l = std::make_unique<WeightLoader>(ckpt_.get(), 0, be, store);
+    l->set_quant(desc_.quant);
+    return l;
+  }
+  // Row-major [rows, cols] of a held 4-bit matrix decoded by the format's definition.
+  std::vector<float> decode(const Matrix& m, int64_t rows, int64_t cols) const {
+    std::vector<float> w(static_cast<size_t>(rows * cols));
+    const auto* b = static_cast<const uint8_t*>(m.w);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint8_t nib = (b[r * cols / 2 + c / 2] >> (4 * (c % 2))) & 0xF;
+        const int64_t g = r * m.q.scale_cols + c / m.q.block_cols;
+        float v = 0.0f;
+        if (m.q.format == WeightFormat::int4_group) {
+          uint16_t s = 0;
+          std::memcpy(&s, static_cast<const uint8_t*>(m.q.group_scales) + 2 * g, 2);
+          v = static_cast<float>(static_cast<int>(nib) - 8) * bf16_to_f32(s);
+        } else {
+          const uint8_t s = static_cast<const uint8_t*>(m.q.group_scales)[g];
+          v = (nib & 8 ? -kE2m1[nib & 7] : kE2m1[nib & 7]) * (f8_e4m3_to_f32(s) * m.q.row_scales[r]);
+        }
+        w[static_cast<size_t>(r * cols + c)] = v;
+      }
+    }
+    return w;
+  }
+  // The same weight (cut as `slice`) as the CPU backend holds it: dequantised at load.
+  std::vector<float> dequantised(const std::string& name, const Shape& shape, const Slice& slice = {}) {
+    WeightStore store;
+    auto cpu = make_cpu_backend();
+    const Matrix m = loader(*cpu, store)->bind_matrix(name, shape, slice);
+    EXPECT_TRUE(m.q.dense());
+    const int64_t n = slice.whole() ? shape.numel() : shape.numel() / shape[slice.dim] * slice.count;
+    const auto* p = static_cast<const float*>(m.w);
+    return {p, p + n};
+  }
+
+  test::KeepsQuantHost host_;
+  WeightStore store_;
+  std::filesystem::path dir_;
+  ModelDesc desc_;
+  std::unique_ptr<Checkpoint> ckpt_;
+};
+
+TEST_F(Q4Kept, Int4ExpertsAreTheStoredBytesAndScales) {
+  open("deepseek_v3_kimi_int4");
+  ASSERT_TRUE(desc_.quant.int4_group);
+  ASSERT_EQ(desc_.quant.group_size, 4);
+  auto l = loader(host_, store_);
+  const int64_t H = desc_.hidden, I = desc_.moe.inter;  // 64, 20
+  const std::string e = "model.layers.2.mlp.experts.";
+  const MatrixArray gu = l->allocate_matrices(e + "0.gate_proj.weight", {I, H}, 2, 2 * I, H, I);
+  ASSERT_EQ(gu.first.q.format, WeightFormat::int4_group);
+  EXPECT_EQ(gu.first.q.block_cols, 4);
+  EXPECT_EQ(gu.first.q.scale_stride, 2 * I * H / 4);
+  // Down's stored rows are padded to whole 32-bit words (20 values in 3 words); the device's are not.
+  const MatrixArray dn = l->allocate_matrices(e + "0.down_proj.weight", {H, I}, 2, H, I, H);
+  ASSERT_EQ(dn.first.q.format, WeightFormat::int4_group);
+  for (int64_t x = 0; x < 2; ++x) {
+    const std::string p = e + std::to_string(4 * x) + ".";  // experts 0 and 4
+    l->load_matrix_into(p + "gate_proj.weight", {I, H}, gu, x, 0);
+    l->load_matrix_into(p + "up_proj.weight", {I, H}, gu, x, I);
+    l->load_matrix_into(p + "down_proj.weight", {H, I}, dn, x, 0);
+  }
+  for (int64_t x = 0; x < 2; ++x) {
+    const std::string p = e + std::to_string(4 * x) + ".";
+    EXPECT_EQ(decode(l->matrix_at(gu, x, 0), I, H), dequantised(p + "gate_proj.weight", {I, H})) << x;
+    EXPECT_EQ(decode(l->matrix_at(gu, x, I), I, H), dequantised(p + "up_proj.weight", {I, H})) << x;
+    EXPECT_EQ(decode(l->matrix_at(dn, x, 0), H, I), dequantised(p + "down_proj.weight", {H, I})) << x;
+  }
+  // The stored bytes themselves: expert 0's gate, row 3, is the packed words' bytes.
+  const TensorInfo* packed = ckpt_->find(e + "0.gate_proj.weight_packed");
+  ASSERT_NE(packed, nullptr);
+  const auto* held = static_cast<const uint8_t*>(l->matrix_at(gu, 0, 0).w) + 3 * H / 2;
+  EXPECT_EQ(std::memcmp(held, packed->data + 3 * packed->shape[1] * 4, static_cast<size_t>(H / 2)), 0);
+}
+
+TEST_F(Q4Kept, Int4SlicesKeepWholeGroupsAndIgnoredWeightsStayDense) {
+  open("deepseek_v3_kimi_int4");
+  auto l = loader(host_, store_);
+  const int64_t H = desc_.hidden, I = desc_.moe.inter;
+  const std::string p = "model.layers.2.mlp.experts.5.";
+  // An expert-TP rank's rows 8..15 of gate, and columns 8..15 of down (two whole groups from byte 4).
+  const Slice rows{.dim = 0, .start = 8, .count = 8}, cols{.dim = 1, .start = 8, .count = 8};
+  const Matrix g = l->bind_matrix(p + "gate_proj.weight", {I, H}, rows);
+  ASSERT_EQ(g.q.format, WeightFormat::int4_group);
+  EXPECT_EQ(decode(g, 8, H), dequantised(p + "gate_proj.weight", {I, H}, rows));
+  const Matrix d = l->bind_matrix(p + "down_proj.weight", {H, I}, cols);
+  ASSERT_EQ(d.q.format, WeightFormat::int4_group);
+  EXPECT_EQ(decode(d, H, 8), dequantised(p + "down_proj.weight", {H, I}, cols));
+  // Columns 0..9 cut a group of 4: not kept, whatever the backend keeps, and refused by the dequantising
+  // path with the rule the planner checks before loading.
+  try {
+    l->bind_matrix(p + "up_proj.weight", {I, H}, {.dim = 1, .start = 0, .count = 10});
+    FAIL() << "a slice through an INT4 group was accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("cuts an INT4 group of 4"), std::string::npos) << err.what();
+  }
+  // Kimi's ignore list keeps shared experts and attention in the model dtype.
+  EXPECT_TRUE(l->bind_matrix("model.layers.2.mlp.shared_experts.down_proj.weight", {H, 40}).q.dense());
+  EXPECT_TRUE(l->bind_matrix("model.layers.2.self_attn.q_proj.weight", {80, H}).q.dense());
+}
+
+TEST_F(Q4Kept, Nvfp4MatricesKeepEachPartsTensorScale) {
+  open("glm_moe_dsa_nvfp4");
+  ASSERT_TRUE(desc_.quant.nvfp4);
+  auto l = loader(host_, store_);
+  const int64_t H = desc_.hidden, I = desc_.moe.inter;  // 64, 20
+  const std::string p = "model.layers.1.mlp.experts.6.";
+  const MatrixArray gu = l->allocate_matrices(p + "gate_proj.weight", {I, H}, 1, 2 * I, H, I);
+  ASSERT_EQ(gu.first.q.format, WeightFormat::nvfp4);
+  l->load_matrix_into(p + "gate_proj.weight", {I, H}, gu, 0, 0);
+  l->load_matrix_into(p + "up_proj.weight", {I, H}, gu, 0, I);
+  const Matrix gate = l->matrix_at(gu, 0, 0), up = l->matrix_at(gu, 0, I);
+  EXPECT_EQ(decode(gate, I, H), dequantised(p + "gate_proj.weight", {I, H}));
+  EXPECT_EQ(decode(up, I, H), dequantised(p + "up_proj.weight", {I, H}));
+  float scale2 = 0.0f;
+  std::memcpy(&scale2, ckpt_->find(p + "up_proj.weight_scale_2")->data, 4);
+  EXPECT_EQ(up.q.row_scales[0], scale2);
+  EXPECT_EQ(up.q.row_scales[I - 1], scale2);
+  // o_proj [64, 80]: a tensor-parallel rank's columns 40..79, held as the stored bytes.
+  const std::string o = "model.layers.1.self_attn.o_proj.weight";
+  const Slice half{.dim = 1, .start = 40, .count = 40};
+  const Matrix om = l->bind_matrix(o, {H, 80}, half);
+  ASSERT_EQ(om.q.format, WeightFormat::nvfp4);
+  EXPECT_EQ(decode(om, H, 40), dequantised(o, {H, 80}, half));
+  const TensorInfo* t = ckpt_->find(o);
+  EXPECT_EQ(std::memcmp(om.w, t->data + 20, 20), 0);  // row 0's bytes 20..39
+}
+
+TEST_F(Q4Kept, APartStoredOtherwiseIsRefused) {
+  open("deepseek_v3_kimi_int4");
+  auto l = loader(host_, store_);
+  const int64_t H = desc_.hidden;
+  // The shared expert's gate (F32 [40, 64], on the ignore list) into an INT4 array made for a routed expert.
+  const MatrixArray a = l->allocate_matrices("model.layers.2.mlp.experts.0.gate_proj.weight", {20, H}, 1, 40, H, 40);
+  ASSERT_EQ(a.first.q.format, WeightFormat::int4_group);
+  try {
+    l->load_matrix_into("model.layers.2.mlp.shared_experts.gate_proj.weight", {40, H}, a, 0, 0);
+    FAIL() << "a part stored in F32 was accepted into an INT4 array";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("must be stored alike"), std::string::npos) << err.what();
+  }
+}
+
+}  // namespace
+}  // namespace sy
