@@ -79,8 +79,12 @@ class WeightLoader {
   // one part of all rows); their form is decided by `probe` (the first tensor loaded, of checkpoint shape
   // `probe_shape`, cut by `slice` as every part is): the stored form as bind_matrix keeps it when every
   // part starts on a block row (FP8) and the slice cuts no block or group, else dense.
+  // keep_quantised false: dense whatever the checkpoint and backend allow.
   MatrixArray allocate_matrices(const std::string& probe, const Shape& probe_shape, int64_t count, int64_t rows,
-                                int64_t cols, int64_t part_rows, const Slice& slice = {});
+                                int64_t cols, int64_t part_rows, const Slice& slice = {}, bool keep_quantised = true);
+  // The form allocate_matrices gives such matrices (dense, or the quantised form kept as stored).
+  WeightFormat kept_format(const std::string& probe, const Shape& probe_shape, int64_t rows, int64_t cols,
+                           int64_t part_rows, const Slice& slice = {}) const;
   // Loads the linear weight `name` (checkpoint shape `shape`, cut by `slice`) into matrix `index` of `dst`
   // from row `row0` on. Every part of a quantised array must be stored in its form in the checkpoint.
   void load_matrix_into(const std::string& name, const Shape& shape, const MatrixArray& dst, int64_t index,

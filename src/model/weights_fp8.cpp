@@ -46,14 +46,22 @@ bool WeightLoader::keeps_fp8(const std::string& name, const Shape& shape, int64_
          backend_.keeps_quantised(WeightFormat::fp8_block, rows, cols, quant_.block_rows, quant_.block_cols);
 }
 
+WeightFormat WeightLoader::kept_format(const std::string& probe, const Shape& probe_shape, int64_t rows, int64_t cols,
+                                       int64_t part_rows, const Slice& slice) const {
+  if (keeps_fp8(probe, probe_shape, rows, cols, part_rows, slice)) return WeightFormat::fp8_block;
+  return keeps_q4(probe, probe_shape, rows, cols, slice);
+}
+
 MatrixArray WeightLoader::allocate_matrices(const std::string& probe, const Shape& probe_shape, int64_t count,
-                                            int64_t rows, int64_t cols, int64_t part_rows, const Slice& slice) {
+                                            int64_t rows, int64_t cols, int64_t part_rows, const Slice& slice,
+                                            bool keep_quantised) {
   SY_CHECK(count >= 0 && rows >= 0 && cols >= 0 && part_rows > 0 && rows % part_rows == 0,
            "matrices of {} x [{}, {}] in parts of {} rows (a model definition error)", count, rows, cols, part_rows);
   MatrixArray a{.rows = rows, .cols = cols, .count = count};
-  if (!keeps_fp8(probe, probe_shape, rows, cols, part_rows, slice)) {
-    const WeightFormat q4 = keeps_q4(probe, probe_shape, rows, cols, slice);
-    if (q4 != WeightFormat::dense) return allocate_q4(q4, count, rows, cols);
+  const WeightFormat form =
+      keep_quantised ? kept_format(probe, probe_shape, rows, cols, part_rows, slice) : WeightFormat::dense;
+  if (form == WeightFormat::int4_group || form == WeightFormat::nvfp4) return allocate_q4(form, count, rows, cols);
+  if (form == WeightFormat::dense) {
     a.first.w = allocate(count * rows * cols);
     return a;
   }

@@ -236,19 +236,23 @@ TEST_F(CudaMlaVsCpu, GroupedTopkAndAdd) {
     int64_t experts, top_k, n_group, topk_group;
   };
   for (Case c : {Case{2, 1, 1, 1}, Case{16, 4, 4, 2}, Case{12, 3, 3, 1}, Case{256, 8, 8, 4}, Case{384, 8, 1, 1},
-                 Case{6, 2, 6, 3}}) {
-    for (bool renorm : {false, true}) {
+                 Case{6, 2, 6, 3}, Case{640, 6, 8, 3}}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool renorm = variant != 0, ties = variant == 2;
       const int64_t T = 37;
-      // Distinct, well separated scores, so that no choice hinges on the last bit of an exp.
+      // Distinct, well separated scores, so that no choice hinges on the last bit of an exp; or (ties) three
+      // levels and no bias, so that groups and experts tie and the lower id must win, as on the CPU.
       std::vector<float> logits(size_t(T * c.experts)), bias(size_t(c.experts));
       for (int64_t t = 0; t < T; ++t) {
         std::vector<int> perm(size_t(c.experts));
         std::iota(perm.begin(), perm.end(), 0);
         std::shuffle(perm.begin(), perm.end(), rng_);
-        for (int64_t e = 0; e < c.experts; ++e)
-          logits[size_t(t * c.experts + e)] = -3.0f + 6.0f * perm[size_t(e)] / float(c.experts);
+        for (int64_t e = 0; e < c.experts; ++e) {
+          logits[size_t(t * c.experts + e)] =
+              ties ? float(perm[size_t(e)] % 3) - 1.0f : -3.0f + 6.0f * perm[size_t(e)] / float(c.experts);
+        }
       }
-      for (int64_t e = 0; e < c.experts; ++e) bias[size_t(e)] = 0.013f * float((e * 7) % 11);
+      for (int64_t e = 0; e < c.experts; ++e) bias[size_t(e)] = ties ? 0.0f : 0.013f * float((e * 7) % 11);
       std::vector<int32_t> ids[2];
       std::vector<float> w[2];
       int i = 0;
@@ -270,7 +274,7 @@ TEST_F(CudaMlaVsCpu, GroupedTopkAndAdd) {
         ids[i] = d.host_i32(id, size_t(T * c.top_k));
         w[i++] = d.host(wt, size_t(T * c.top_k));
       }
-      EXPECT_EQ(ids[1], ids[0]) << c.experts << " experts, " << c.n_group << " groups";
+      EXPECT_EQ(ids[1], ids[0]) << c.experts << " experts, " << c.n_group << " groups, variant " << variant;
       EXPECT_LE(rel_err(w[1], w[0]), 1e-5);
     }
   }

@@ -36,8 +36,11 @@ class KeepsQuantHost final : public Backend {
   void synchronize() override {}
   bool keeps_quantised(WeightFormat format, int64_t rows, int64_t cols, int64_t block_rows,
                        int64_t block_cols) const override {
-    return format != WeightFormat::dense && rows > 0 && cols > 0 && block_rows > 0 && block_cols > 0;
+    return format != WeightFormat::dense && rows > 0 && cols > 0 && cols % cols_multiple == 0 && block_rows > 0 &&
+           block_cols > 0;
   }
+  // Rows whose length is not a multiple of this are not kept (the CUDA backend's 4-bit rule is 32).
+  int64_t cols_multiple = 1;
   void set_profiling(bool) override {}
   void mark(Phase) override {}
   PhaseTimes take_phase_times() override { return {}; }

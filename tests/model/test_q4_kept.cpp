@@ -19,6 +19,7 @@
 #include "common/fixture.h"
 #include "common/keeps_quant_host.h"
 #include "io/safetensors.h"
+#include "model/blocks/ffn.h"
 #include "model/weights.h"
 
 namespace sy {
@@ -163,6 +164,22 @@ TEST_F(Q4Kept, Nvfp4MatricesKeepEachPartsTensorScale) {
   EXPECT_EQ(decode(om, H, 40), dequantised(o, {H, 80}, half));
   const TensorInfo* t = ckpt_->find(o);
   EXPECT_EQ(std::memcmp(om.w, t->data + 20, 20), 0);  // row 0's bytes 20..39
+}
+
+// The expert kernels take gate_up and down in one form: where a backend keeps only gate_up's rows (64 columns,
+// not down's 20), both stay dense; where it keeps both, both are INT4.
+TEST_F(Q4Kept, ExpertArraysKeepOneFormForGateUpAndDown) {
+  open("deepseek_v3_kimi_int4");
+  const MoeConfig c = moe_config(desc_);
+  host_.cols_multiple = 32;
+  const MoeWeights mixed = bind_moe(*loader(host_, store_), "model.layers.2.mlp.", kProjMlpNames, c);
+  EXPECT_TRUE(mixed.gate_up.q.dense());
+  EXPECT_TRUE(mixed.down.q.dense());
+  host_.cols_multiple = 1;
+  WeightStore store;
+  const MoeWeights kept = bind_moe(*loader(host_, store), "model.layers.2.mlp.", kProjMlpNames, c);
+  EXPECT_EQ(kept.gate_up.q.format, WeightFormat::int4_group);
+  EXPECT_EQ(kept.down.q.format, WeightFormat::int4_group);
 }
 
 TEST_F(Q4Kept, APartStoredOtherwiseIsRefused) {

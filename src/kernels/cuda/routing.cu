@@ -84,6 +84,106 @@ __global__ void grouped_topk_kernel(GroupedTopkArgs a) {
   }
 }
 
+// One warp per token (up to 32 · kMaxExpertsPerLane experts), the same choices and weights as the one-thread
+// kernel above: each lane computes the choice scores of experts lane, lane + 32, ... once; a group's score is a
+// warp reduction of its two best; the groups and then the experts are taken by repeated warp argmaxes in
+// (value descending, id ascending) order, each winner removed from the next round.
+constexpr int kTopkWarps = 4;
+constexpr int kWarpExperts = 16;  // per lane: up to 512 experts
+
+__global__ void __launch_bounds__(kTopkWarps * 32) grouped_topk_warp_kernel(GroupedTopkArgs a) {
+  __shared__ float group_score[kTopkWarps][kMaxGroups];
+  pdl_launch_dependents();
+  pdl_wait();
+  const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t t = blockIdx.x * int64_t(kTopkWarps) + warp;
+  if (t >= a.tokens) return;
+  const float* logits = a.logits + t * a.n_experts;
+  const int n = static_cast<int>(a.n_experts), per_group = static_cast<int>(a.n_experts / a.n_group);
+  float c[kWarpExperts];
+  bool nan_seen = false;
+#pragma unroll
+  for (int i = 0; i < kWarpExperts; ++i) {
+    const int e = lane + 32 * i;
+    c[i] = -INFINITY;  // no expert: below every score
+    if (e < n) {
+      const float x = logits[e];
+      nan_seen = nan_seen || isnan(x);
+      c[i] = ordered(sigmoid(x) + (a.score_bias ? a.score_bias[e] : 0.0f));
+    }
+  }
+  const bool nan_row = __any_sync(0xffffffffu, nan_seen);
+  for (int g = 0; g < a.n_group; ++g) {  // the two best of each group, as the sequential scan finds them
+    float best = -FLT_MAX, second = -FLT_MAX;
+#pragma unroll
+    for (int i = 0; i < kWarpExperts; ++i) {
+      const int e = lane + 32 * i;
+      if (e < n && e / per_group == g) {
+        second = fmaxf(second, fminf(best, c[i]));
+        best = fmaxf(best, c[i]);
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, o), os = __shfl_xor_sync(0xffffffffu, second, o);
+      second = fmaxf(fmaxf(second, os), fminf(best, ob));
+      best = fmaxf(best, ob);
+    }
+    if (lane == 0) group_score[warp][g] = ordered(per_group > 1 ? best + second : best);
+  }
+  __syncwarp();
+  uint64_t kept = 0;  // the same on every lane
+  for (int64_t i = 0; i < a.topk_group; ++i) {
+    int best = -1;
+    for (int g = 0; g < a.n_group; ++g) {
+      const bool taken = (kept >> g) & 1u;
+      if (!taken && (best < 0 || group_score[warp][g] > group_score[warp][best])) best = g;
+    }
+    kept |= uint64_t{1} << best;
+  }
+#pragma unroll
+  for (int i = 0; i < kWarpExperts; ++i) {
+    const int e = lane + 32 * i;
+    if (e < n && !((kept >> (e / per_group)) & 1u)) c[i] = -INFINITY;
+  }
+  float sum = 0.0f;
+  for (int64_t k = 0; k < a.top_k; ++k) {
+    float best = -INFINITY;
+    int best_e = INT_MAX;
+#pragma unroll
+    for (int i = 0; i < kWarpExperts; ++i) {
+      const int e = lane + 32 * i;
+      if (e < n && (c[i] > best || (c[i] == best && e < best_e))) {
+        best = c[i];
+        best_e = e;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
+      if (ob > best || (ob == best && oe < best_e)) {
+        best = ob;
+        best_e = oe;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kWarpExperts; ++i) {
+      if (lane + 32 * i == best_e) c[i] = -INFINITY;  // taken: below every score not taken
+    }
+    if (lane == 0) {
+      const float w = sigmoid(logits[best_e]);
+      a.expert_ids[t * a.top_k + k] = best_e;
+      a.weights[t * a.top_k + k] = w;
+      sum += w;
+    }
+  }
+  if (lane != 0) return;
+  const float denominator = a.renormalize ? sum + 1e-20f : 1.0f;
+  for (int64_t k = 0; k < a.top_k; ++k) {
+    a.weights[t * a.top_k + k] =
+        nan_row ? __int_as_float(0x7fc00000) : a.weights[t * a.top_k + k] / denominator * a.scaling;
+  }
+}
+
 // One warp per token: softmax over the experts (lanes stride over them), then top_k rounds of a warp
 // argmax (highest first, lower id on ties, as the CPU kernel does), each winner removed from the next
 // round. A NaN logit ranks lowest (as -FLT_MAX) so that every id written is a real expert whatever the
@@ -162,6 +262,10 @@ void grouped_topk(const GroupedTopkArgs& a, cudaStream_t s) {
                       a.topk_group <= a.n_group && a.top_k >= 1 && a.top_k <= a.topk_group * (a.n_experts / a.n_group),
                   "grouped_topk: needs 1 <= n_group <= 64 dividing n_experts, 1 <= topk_group <= n_group and "
                   "1 <= top_k <= topk_group * experts per group");
+  if (a.n_experts <= 32 * kWarpExperts) {
+    return launch_pdl(grouped_topk_warp_kernel, dim3(static_cast<unsigned>((a.tokens + kTopkWarps - 1) / kTopkWarps)),
+                      dim3(kTopkWarps * 32), 0, s, "grouped_topk", a);
+  }
   grouped_topk_kernel<<<static_cast<unsigned>((a.tokens + 127) / 128), 128, 0, s>>>(a);
   check_launch("grouped_topk");
 }

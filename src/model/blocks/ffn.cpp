@@ -88,10 +88,14 @@ MoeWeights bind_moe(WeightLoader& loader, const std::string& prefix, const MlpNa
   const int64_t li = inter.count;
   // Every expert is stored as the first one local here (checked as each is loaded).
   const std::string first = prefix + "experts." + std::to_string(experts.start) + ".";
-  const MatrixArray gate_up =
-      loader.allocate_matrices(first + names.gate, {c.inter, c.hidden}, experts.count, 2 * li, c.hidden, li, rows);
-  const MatrixArray down =
-      loader.allocate_matrices(first + names.down, {c.hidden, c.inter}, experts.count, c.hidden, li, c.hidden, cols);
+  // The expert kernels take gate_up and down in one form: both kept as stored, or both dense (a rank's slice of
+  // the intermediate size can keep one and not the other).
+  const bool one_form = loader.kept_format(first + names.gate, {c.inter, c.hidden}, 2 * li, c.hidden, li, rows) ==
+                        loader.kept_format(first + names.down, {c.hidden, c.inter}, c.hidden, li, c.hidden, cols);
+  const MatrixArray gate_up = loader.allocate_matrices(first + names.gate, {c.inter, c.hidden}, experts.count, 2 * li,
+                                                       c.hidden, li, rows, one_form);
+  const MatrixArray down = loader.allocate_matrices(first + names.down, {c.hidden, c.inter}, experts.count, c.hidden,
+                                                    li, c.hidden, cols, one_form);
   for (int64_t e = 0; e < c.n_experts; ++e) {
     const std::string p = prefix + "experts." + std::to_string(e) + ".";
     const int64_t l = e - experts.start;
