@@ -182,6 +182,20 @@ TEST_F(Q4Kept, ExpertArraysKeepOneFormForGateUpAndDown) {
   EXPECT_EQ(kept.down.q.format, WeightFormat::int4_group);
 }
 
+// deepseek_v3_kimi_int4_g32 is the fixture whose routed experts the GPU keeps as stored (rows of 64 and 32
+// values, groups of 32), so that the cuda tier's conformance runs the 4-bit expert kernels on it.
+TEST_F(Q4Kept, TheGroupOf32FixtureKeepsItsExpertsUnderTheGpuRule) {
+  open("deepseek_v3_kimi_int4_g32");
+  host_.cols_multiple = 32;
+  for (const char* layer : {"model.layers.2.mlp.", "model.layers.3.mlp."}) {
+    WeightStore store;
+    const MoeWeights w = bind_moe(*loader(host_, store), layer, kProjMlpNames, moe_config(desc_));
+    EXPECT_EQ(w.gate_up.q.format, WeightFormat::int4_group) << layer;
+    EXPECT_EQ(w.down.q.format, WeightFormat::int4_group) << layer;
+    EXPECT_EQ(w.gate_up.q.block_cols, 32) << layer;
+  }
+}
+
 TEST_F(Q4Kept, APartStoredOtherwiseIsRefused) {
   open("deepseek_v3_kimi_int4");
   auto l = loader(host_, store_);
