@@ -4,7 +4,8 @@
 // CPU op of the same name; tests compare them through the backend interface. One .cu per op family:
 // elementwise.cu (norms, rope, embedding, conversions, sums), attention.cu (KV writes, paged attention),
 // gqa_attention.cu (tensor-core GQA), gemv.cu, routing.cu (softmax and grouped top-k), moe_small_batch.cu
-// and moe_grouped.cu (routed experts), mla.cu (MLA and the sparse indexer).
+// and moe_grouped.cu (routed experts), mla.cu (MLA and the sparse indexer), fp8.cu and q4.cu (block-FP8 and
+// 4-bit weights kept as stored).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -137,8 +138,8 @@ void moe_grouped_dispatch(const MoeExpertsArgs& a, const MoeGroupedScratch& g, c
 void moe_grouped_gemms(const MoeExpertsArgs& a, const MoeGroupedScratch& g, cudaStream_t s);
 void moe_grouped_combine(const MoeExpertsArgs& a, const MoeGroupedScratch& g, cudaStream_t s);
 
-// Routing (routing.cu): softmax top-k; sigmoid group-limited top-k, which needs n_group <= 64 (one thread
-// per token keeps its group scores in registers).
+// Routing (routing.cu): softmax top-k; sigmoid group-limited top-k, which needs n_group <= 64 (one warp per
+// token up to 512 experts, one thread per token beyond).
 void softmax_topk(const SoftmaxTopkArgs& a, cudaStream_t s);
 void grouped_topk(const GroupedTopkArgs& a, cudaStream_t s);
 void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim, cudaStream_t s);
