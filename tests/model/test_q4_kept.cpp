@@ -6,6 +6,7 @@
 // dequantising loader holds; a cut through a group is not kept (and refused), and a part stored otherwise
 // than the array it joins is refused.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "base/dtype.h"
 #include "common/fixture.h"
 #include "common/keeps_quant_host.h"
+#include "common/quant_checkpoint.h"
 #include "io/safetensors.h"
 #include "model/blocks/ffn.h"
 #include "model/weights.h"
@@ -30,8 +32,9 @@ constexpr std::array<float, 8> kE2m1 = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f
 
 class Q4Kept : public ::testing::Test {
  protected:
-  void open(const std::string& fixture) {
-    dir_ = test::fixtures_dir() / fixture;
+  void open(const std::string& fixture) { open_dir(test::fixtures_dir() / fixture); }
+  void open_dir(const std::filesystem::path& dir) {
+    dir_ = dir;
     desc_ = load_model_desc(dir_);
     ckpt_ = std::make_unique<Checkpoint>(Checkpoint::open(dir_));
   }
@@ -194,6 +197,58 @@ TEST_F(Q4Kept, TheGroupOf32FixtureKeepsItsExpertsUnderTheGpuRule) {
     EXPECT_EQ(w.down.q.format, WeightFormat::int4_group) << layer;
     EXPECT_EQ(w.gate_up.q.block_cols, 32) << layer;
   }
+}
+
+// Gate and up of one expert with different tensor scales (ModelOpt shares one per pair, the format allows
+// two): each part's rows keep their own weight_scale_2, and both still decode to the CPU's dequantisation.
+TEST_F(Q4Kept, Nvfp4StackedPartsWithTheirOwnTensorScales) {
+  const std::string p = "model.layers.1.mlp.experts.6.";
+  const Checkpoint source = Checkpoint::open(test::fixtures_dir() / "glm_moe_dsa_nvfp4");
+  float up_scale = 0.0f;
+  std::memcpy(&up_scale, source.find(p + "up_proj.weight_scale_2")->data, 4);
+  const float doubled = 2.0f * up_scale;
+  const auto dir = std::filesystem::temp_directory_path() / ("sy_q4_kept_scale2_" + std::to_string(getpid()));
+  ASSERT_EQ(test::load_edited_copy(dir, test::fixtures_dir() / "glm_moe_dsa_nvfp4",
+                                   test::replace_tensor(p + "up_proj.weight_scale_2", DType::f32, Shape{}, &doubled)),
+            "");
+  open_dir(dir);
+  auto l = loader(host_, store_);
+  const int64_t H = desc_.hidden, I = desc_.moe.inter;
+  const MatrixArray gu = l->allocate_matrices(p + "gate_proj.weight", {I, H}, 1, 2 * I, H, I);
+  l->load_matrix_into(p + "gate_proj.weight", {I, H}, gu, 0, 0);
+  l->load_matrix_into(p + "up_proj.weight", {I, H}, gu, 0, I);
+  const Matrix gate = l->matrix_at(gu, 0, 0), up = l->matrix_at(gu, 0, I);
+  float gate_scale = 0.0f;
+  std::memcpy(&gate_scale, ckpt_->find(p + "gate_proj.weight_scale_2")->data, 4);
+  ASSERT_NE(gate_scale, doubled);
+  EXPECT_EQ(gate.q.row_scales[I - 1], gate_scale);
+  EXPECT_EQ(up.q.row_scales[0], doubled);
+  EXPECT_EQ(decode(gate, I, H), dequantised(p + "gate_proj.weight", {I, H}));
+  EXPECT_EQ(decode(up, I, H), dequantised(p + "up_proj.weight", {I, H}));
+  std::filesystem::remove_all(dir);
+}
+
+// INT4 group scales other than BF16 (the kernels read bf16 scales): the experts are dequantised at load instead.
+TEST_F(Q4Kept, Int4WithF16ScalesIsDequantised) {
+  std::vector<std::vector<uint16_t>> halves;
+  test::EditTensors edit = [&](std::vector<TensorToWrite>& tensors) {
+    for (TensorToWrite& t : tensors) {
+      if (!t.name.ends_with(".weight_scale") || t.dtype != DType::bf16) continue;
+      std::vector<float> f(static_cast<size_t>(t.shape.numel()));
+      convert_to_f32(t.data, DType::bf16, f.data(), f.size());
+      auto& h = halves.emplace_back(f.size());
+      for (size_t i = 0; i < f.size(); ++i) h[i] = f32_to_f16(f[i]);
+      t.dtype = DType::f16;
+      t.data = h.data();
+    }
+  };
+  const auto dir = std::filesystem::temp_directory_path() / ("sy_q4_kept_f16_" + std::to_string(getpid()));
+  ASSERT_EQ(test::load_edited_copy(dir, test::fixtures_dir() / "deepseek_v3_kimi_int4", edit), "");
+  open_dir(dir);
+  const MoeWeights w = bind_moe(*loader(host_, store_), "model.layers.2.mlp.", kProjMlpNames, moe_config(desc_));
+  EXPECT_TRUE(w.gate_up.q.dense());
+  EXPECT_TRUE(w.down.q.dense());
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(Q4Kept, APartStoredOtherwiseIsRefused) {
