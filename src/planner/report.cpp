@@ -329,7 +329,15 @@ std::string format_inspect(const InspectReport& r) {
   std::string out = format_table(rows, {true, true});
   out += "\nby part\n";
   std::vector<std::vector<std::string>> parts;
-  parts.push_back({"  part", "bytes", "share", "parameters", "split over"});
+  parts.push_back({"  part", "bytes", "share", "parameters", "stored as", "split over"});
+  const char* quantised_form = s.quant.block_fp8 ? "FP8" : s.quant.int4_group ? "INT4" : s.quant.nvfp4 ? "NVFP4" : "";
+  // A part whose parameters are all unquantised is shown in the model's dtype (routers' fp32 tensors too).
+  const auto stored_as = [&](const Amount& a) {
+    if (a.quantised_params == 0) return std::string(dtype_name(s.dtype));
+    if (a.quantised_params == a.params) return std::string(quantised_form);
+    return fmt::format("{} {:.0f}%", quantised_form,
+                       100.0 * static_cast<double>(a.quantised_params) / static_cast<double>(a.params));
+  };
   const auto by_part = w.by_part();
   static const char* split[kPartCount] = {"tp (heads)",
                                           "replicated",
@@ -346,9 +354,9 @@ std::string format_inspect(const InspectReport& r) {
     if (a.bytes == 0) continue;
     parts.push_back({"  " + std::string(part_name(static_cast<Part>(i))), format_bytes(a.bytes),
                      fmt::format("{:.1f}%", 100.0 * static_cast<double>(a.bytes) / static_cast<double>(total.bytes)),
-                     format_params(a.params), split[i]});
+                     format_params(a.params), stored_as(a), split[i]});
   }
-  out += format_table(parts, {true, false, false, false, true});
+  out += format_table(parts, {true, false, false, false, true, true});
   if (!w.unrecognised.empty()) {
     out += fmt::format("\n{} tensor(s) match no part and are counted as replicated 'other', e.g. {}\n",
                        w.unrecognised.size(), w.unrecognised.front());

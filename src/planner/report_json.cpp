@@ -176,7 +176,8 @@ std::string inspect_json(const InspectReport& r) {
   for (int i = 0; i < kPartCount; ++i) {
     const Amount& a = parts[static_cast<size_t>(i)];
     if (a.bytes != 0)
-      by_part[std::string(part_name(static_cast<Part>(i)))] = {{"bytes", a.bytes}, {"params", a.params}};
+      by_part[std::string(part_name(static_cast<Part>(i)))] = {
+          {"bytes", a.bytes}, {"params", a.params}, {"quantised_params", a.quantised_params}};
   }
   json layers = json::array();
   for (FfnKind k : s.layer_ffn) layers.push_back(k == FfnKind::moe ? "moe" : "dense");

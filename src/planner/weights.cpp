@@ -96,9 +96,12 @@ Amount declared_amount(const ModelDesc& d, const TensorDecl& t) {
   if (t.f32) return {.bytes = numel * 4, .params = numel};
   const auto bytes = static_cast<int64_t>(dtype_size(d.dtype));
   if (t.matrix) {
-    const int64_t whole = d.quant.nvfp4 && d.quant.quantises(t.name) ? 8 : 0;  // weight_scale_2, input_scale
-    return {
-        .bytes = d.quant.stored_bytes(t.name, t.shape[0], t.shape[1], bytes), .params = numel, .whole_bytes = whole};
+    const bool quantised = d.quant.quantises(t.name);
+    const int64_t whole = d.quant.nvfp4 && quantised ? 8 : 0;  // weight_scale_2, input_scale
+    return {.bytes = d.quant.stored_bytes(t.name, t.shape[0], t.shape[1], bytes),
+            .params = numel,
+            .whole_bytes = whole,
+            .quantised_params = quantised ? numel : 0};
   }
   return {.bytes = numel * bytes, .params = numel};
 }
@@ -205,9 +208,11 @@ WeightTable weights_from_checkpoint(const ModelDesc& shape, const Checkpoint& ck
                                             : 0;
     // NVFP4's per-tensor scales: each shard of the weight keeps them whole.
     const bool per_tensor = !scaled.empty() && shape.quant.nvfp4 && t->shape.numel() == 1;
+    const bool quantised = (scaled.empty() && t->dtype == DType::f8_e4m3) || packed || nvfp4;
     const Amount a{.bytes = static_cast<int64_t>(t->nbytes),
                    .params = params,
-                   .whole_bytes = per_tensor ? static_cast<int64_t>(t->nbytes) : 0};
+                   .whole_bytes = per_tensor ? static_cast<int64_t>(t->nbytes) : 0,
+                   .quantised_params = quantised ? params : 0};
     if (layer >= shape.n_layers) {
       w.nextn += a;  // MTP layers, and layers beyond --layers
       continue;

@@ -36,10 +36,13 @@ struct Amount {
   // Of `bytes`, those every shard of a split weight holds whole: NVFP4's per-tensor scales (weight_scale_2,
   // input_scale), which a rank keeps in full whatever share of the weight it holds.
   int64_t whole_bytes = 0;
+  // Of `params`, those stored quantised: the linear weights a checkpoint holds in FP8, INT4 or NVFP4.
+  int64_t quantised_params = 0;
   Amount& operator+=(const Amount& o) {
     bytes += o.bytes;
     params += o.params;
     whole_bytes += o.whole_bytes;
+    quantised_params += o.quantised_params;
     return *this;
   }
   bool operator==(const Amount&) const = default;

@@ -20,9 +20,10 @@ inline std::filesystem::path planner_config(const std::string& name) { return pl
 inline std::vector<std::filesystem::path> checkpoint_fixtures() {
   std::vector<std::filesystem::path> out;
   const auto dir = std::filesystem::path(SY_SOURCE_DIR) / "tests" / "fixtures";
-  for (const char* name : {"qwen3_moe_base", "qwen3_moe_variant", "mixtral_base", "mixtral_variant", "glm4_moe_base",
-                           "glm4_moe_variant", "deepseek_v3_base", "deepseek_v3_kimi", "deepseek_v32_base",
-                           "glm_moe_dsa_base", "qwen3_moe_fp8", "deepseek_v3_kimi_int4", "glm_moe_dsa_nvfp4"}) {
+  for (const char* name :
+       {"qwen3_moe_base", "qwen3_moe_variant", "mixtral_base", "mixtral_variant", "glm4_moe_base", "glm4_moe_variant",
+        "deepseek_v3_base", "deepseek_v3_kimi", "deepseek_v32_base", "glm_moe_dsa_base", "qwen3_moe_fp8",
+        "deepseek_v3_kimi_int4", "glm_moe_dsa_nvfp4", "deepseek_v3_kimi_wide", "deepseek_v3_kimi_int4_g32"}) {
     const auto d = dir / name;
     if (std::filesystem::exists(d / "config.json")) out.push_back(d);
   }

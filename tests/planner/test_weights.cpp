@@ -17,11 +17,12 @@ namespace {
 void expect_same(const Amount& a, const Amount& b, const std::string& what) {
   EXPECT_EQ(a.bytes, b.bytes) << what << " bytes";
   EXPECT_EQ(a.params, b.params) << what << " params";
+  EXPECT_EQ(a.quantised_params, b.quantised_params) << what << " quantised params";
 }
 
 TEST(Weights, FixturesArePresent) {
   if (test::checkpoint_fixtures().empty()) GTEST_SKIP() << "tests/fixtures not generated yet";
-  EXPECT_EQ(test::checkpoint_fixtures().size(), 13u);
+  EXPECT_EQ(test::checkpoint_fixtures().size(), 15u);
 }
 
 TEST(Weights, ConfigTableEqualsHeaderTable) {
@@ -84,6 +85,11 @@ TEST(Weights, KimiK2ThinkingExpertsInInt4) {
   const int64_t matrix = inter * h / 8 * 4 + inter * h / 32 * 2;  // gate, up and down all hold 2048 x 7168 values
   EXPECT_EQ(of(Part::experts).bytes, int64_t{60} * 384 * 3 * matrix);
   EXPECT_EQ(of(Part::experts).params, int64_t{60} * 384 * 3 * inter * h);
+  // Stored as: every routed-expert parameter INT4, nothing on the ignore list (inspect's "stored as" column).
+  EXPECT_EQ(of(Part::experts).quantised_params, of(Part::experts).params);
+  for (Part p : {Part::attention, Part::shared_experts, Part::dense_mlp, Part::lm_head}) {
+    EXPECT_EQ(of(p).quantised_params, 0) << part_name(p);
+  }
   ModelDesc bf16 = thinking;
   bf16.quant = {};
   const auto dense = weights_from_config(bf16).by_part();
