@@ -82,6 +82,10 @@ std::vector<Machine> build_presets() {
   // sparsity (dense FP4 2,015 / FP8 1,008 / BF16 504 TFLOPS per the RTX Blackwell GPU architecture
   // whitepaper's GB202 professional rates), no NVLink: GPUs talk over PCIe Gen5 x16 (128 GB/s both ways).
   // RTX PRO Server reference design: 8 GPUs on two sockets, 4 per socket.
+  // Collectives (planner/perf.cpp), assumed, not measured: the 4 GPUs of a socket exchange peer to peer
+  // through its PCIe switches at the x16 link's rate (64 GB/s a way); GPUs of different sockets have no peer
+  // path and go through the CPUs (host-memory staging over the socket interconnect), taken as 25 GB/s a way
+  // (cross_socket_gbps 50); a PCIe collective's fixed cost is 12 µs within a socket, 20 µs across.
   m.push_back({.name = "rtx-pro-6000",
                .gpu = "NVIDIA RTX PRO 6000 Blackwell Server Edition 96GB",
                .memory_gb = 96,
@@ -94,6 +98,7 @@ std::vector<Machine> build_presets() {
                .pcie = "PCIe 5.0 x16",
                .pcie_gbps = 128,
                .network_gbps = 50,
+               .cross_socket_gbps = 50,
                .gpus_per_node = 8,
                .numa_sockets = 2,
                .gpu_socket = {0, 0, 0, 0, 1, 1, 1, 1},
@@ -149,6 +154,7 @@ void check_machine(const Machine& m, const std::string& src) {
   SY_CHECK(m.link_gbps > 0 && m.network_gbps > 0, "{}: link_gbps and network_gbps must be positive (got {}, {})", src,
            m.link_gbps, m.network_gbps);
   SY_CHECK(m.numa_sockets >= 1, "{}: numa_sockets must be at least 1, got {}", src, m.numa_sockets);
+  SY_CHECK(m.cross_socket_gbps >= 0, "{}: cross_socket_gbps must not be negative, got {}", src, m.cross_socket_gbps);
   SY_CHECK(static_cast<int>(m.gpu_socket.size()) == m.gpus_per_node,
            "{}: gpu_socket lists {} GPUs but gpus_per_node is {}: give the socket of every GPU", src,
            m.gpu_socket.size(), m.gpus_per_node);
@@ -242,6 +248,7 @@ Machine parse_machine_json(const std::string& text, const std::string& src) {
   text_field("pcie", &m.pcie, false);
   number("pcie_gbps", &m.pcie_gbps, false);
   number("network_gbps", &m.network_gbps, req);
+  number("cross_socket_gbps", &m.cross_socket_gbps, false);
   double gpus_per_node = m.gpus_per_node, sockets = m.numa_sockets;
   number("gpus_per_node", &gpus_per_node, req);
   number("numa_sockets", &sockets, false);
@@ -267,16 +274,16 @@ Machine parse_machine_json(const std::string& text, const std::string& src) {
     m.gpu_socket.assign(static_cast<size_t>(std::max(m.gpus_per_node, 0)), 0);
   }
   if (auto it = j.find("source"); it != j.end() && it->is_string()) m.source = it->get<std::string>();
-  static const char* known[] = {"base",        "name",       "gpu",          "memory_gb",     "hbm_tbps",
-                                "bf16_tflops", "fp8_tflops", "fp4_tflops",   "link",          "link_gbps",
-                                "pcie",        "pcie_gbps",  "network_gbps", "gpus_per_node", "numa_sockets",
-                                "gpu_socket",  "source"};
+  static const char* known[] = {
+      "base",         "name",          "gpu",          "memory_gb",  "hbm_tbps", "bf16_tflops",
+      "fp8_tflops",   "fp4_tflops",    "link",         "link_gbps",  "pcie",     "pcie_gbps",
+      "network_gbps", "gpus_per_node", "numa_sockets", "gpu_socket", "source",   "cross_socket_gbps"};
   for (const auto& [key, value] : j.items()) {
     const bool ok = std::any_of(std::begin(known), std::end(known), [&](const char* k) { return key == k; });
     SY_CHECK(ok,
              "{}: unknown key '{}'; machine files take: name, gpu, memory_gb, hbm_tbps, bf16_tflops, "
-             "fp8_tflops, fp4_tflops, link, link_gbps, pcie, pcie_gbps, network_gbps, gpus_per_node, "
-             "numa_sockets, gpu_socket, source, base",
+             "fp8_tflops, fp4_tflops, link, link_gbps, pcie, pcie_gbps, network_gbps, cross_socket_gbps, "
+             "gpus_per_node, numa_sockets, gpu_socket, source, base",
              src, cut_for_message(key));
   }
   check_machine(m, src);

@@ -25,6 +25,10 @@ struct Machine {
   std::string pcie;         // host link
   double pcie_gbps = 0;     // both directions together
   double network_gbps = 0;  // inter-node bandwidth per GPU, one direction, 10^9 bytes/s
+  // GPUs whose link is PCIe and that sit on different sockets talk through the CPUs: their bandwidth per GPU,
+  // both directions together, 10^9 bytes/s. 0: the GPUs' own link (NVLink) reaches every GPU of the node
+  // alike, sockets do not matter.
+  double cross_socket_gbps = 0;
   int gpus_per_node = 0;
   int numa_sockets = 1;
   std::vector<int> gpu_socket;  // [gpus_per_node]: CPU socket (NUMA node) each local GPU hangs off

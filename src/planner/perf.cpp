@@ -10,15 +10,33 @@ namespace {
 
 constexpr double kIntraNodeLatency = 8e-6;
 constexpr double kInterNodeLatency = 20e-6;
+// PCIe-linked GPUs (Machine::cross_socket_gbps > 0), the rtx-pro-6000 preset's assumptions: within a socket,
+// across sockets.
+constexpr double kPcieLatency = 12e-6;
+constexpr double kCrossSocketLatency = 20e-6;
 
 struct Link {
   double bytes_per_second;
   double latency;
 };
 
+// Whether a group of `span` consecutive ranks (groups start at multiples of span) has GPUs on two sockets.
+bool crosses_sockets(const Cluster& c, int span) {
+  const int per_node = c.gpus_per_node_used();
+  for (int first = 0; first + span <= per_node; first += span) {
+    const int socket = c.place(first).numa;
+    for (int r = first + 1; r < first + span; ++r) {
+      if (c.place(r).numa != socket) return true;
+    }
+  }
+  return false;
+}
+
 Link link_for_group(const Cluster& c, int group_span) {
-  if (group_span <= c.gpus_per_node_used()) return {c.machine.link_gbps * 1e9 / 2, kIntraNodeLatency};
-  return {c.machine.network_gbps * 1e9, kInterNodeLatency};
+  if (group_span > c.gpus_per_node_used()) return {c.machine.network_gbps * 1e9, kInterNodeLatency};
+  if (c.machine.cross_socket_gbps <= 0) return {c.machine.link_gbps * 1e9 / 2, kIntraNodeLatency};
+  if (crosses_sockets(c, group_span)) return {c.machine.cross_socket_gbps * 1e9 / 2, kCrossSocketLatency};
+  return {c.machine.link_gbps * 1e9 / 2, kPcieLatency};
 }
 
 double all_reduce_seconds(int n, double bytes, const Link& l) {

@@ -24,7 +24,9 @@ struct DecodeEstimate {
 // Assumptions: no overlap of memory reads and communication; ring all-reduce; balanced routing, so B
 // tokens touch E·(1 − (1 − k/E)^B) experts; the batch is split into min(pp, batch) micro-batches that
 // keep the pipeline busy; each collective costs a fixed latency (8 µs on the node's GPU link, 20 µs
-// across nodes) plus its bytes over half the link's two-way bandwidth (or the network bandwidth).
+// across nodes) plus its bytes over half the link's two-way bandwidth (or the network bandwidth). On PCIe
+// machines (Machine::cross_socket_gbps > 0) a group within one socket pays 12 µs and the PCIe link, one
+// spanning sockets 20 µs and half of cross_socket_gbps (the rtx-pro-6000 preset states these assumptions).
 DecodeEstimate estimate_decode(const ModelDesc& shape, const ParallelSizes& sizes, const LayoutMemory& memory,
                                const Cluster& cluster, int64_t batch, int64_t context, const MemoryOptions& options);
 

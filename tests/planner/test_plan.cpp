@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "planner/perf.h"
 #include "planner/report.h"
 #include "planner_test_util.h"
 
@@ -208,6 +209,36 @@ TEST(Plan, FourBitCheckpointsFitAsTheGpuHoldsThem) {
     bf16.quant = {};
     EXPECT_GT(static_cast<double>(weights_from_config(bf16).total().bytes), 8 * 141e9) << model;
   }
+}
+
+// rtx-pro-6000 has no NVLink: 4 GPUs a socket talk over PCIe, the two sockets through the CPUs (the preset's
+// stated assumptions). A tp group of 8 pays the cross-socket rate, one of 4 the PCIe rate; on the H200's
+// NVLink, sockets cost nothing.
+TEST(Plan, PcieMachinesPayForCollectivesAcrossSockets) {
+  const auto comm = [](const PlanTarget& t, const LayoutRequest& layout, double cross_socket_gbps) {
+    PlanTarget u = t;
+    u.cluster.machine.cross_socket_gbps = cross_socket_gbps;
+    const LayoutCheck c = check_layout(u, layout);
+    EXPECT_TRUE(c.valid()) << format_issues(u, c);
+    return estimate_decode(u.shape, c.sizes, *c.memory, u.cluster, 64, 512, u.memory).comm_seconds;
+  };
+  const PlanTarget eight = target_for(planner_config("qwen3_30b_a3b"), "rtx-pro-6000", 8);
+  const double cross = eight.cluster.machine.cross_socket_gbps, pcie = eight.cluster.machine.link_gbps;
+  ASSERT_GT(cross, 0);
+  ASSERT_LT(cross, pcie);
+  // tp 8 spans both sockets: slower than if the sockets were joined at the PCIe rate, by between the ratio of
+  // the fixed costs (20 / 12 µs) and that of the bandwidths.
+  const double slow = comm(eight, {.tp = 8}, cross), joined = comm(eight, {.tp = 8}, pcie);
+  EXPECT_GT(slow, 1.6 * joined);
+  EXPECT_LT(slow, pcie / cross * joined);
+  // tp 4 on 4 GPUs stays on one socket: the cross-socket rate does not enter.
+  const PlanTarget four = target_for(planner_config("qwen3_30b_a3b"), "rtx-pro-6000", 4);
+  EXPECT_EQ(comm(four, {.tp = 4}, cross), comm(four, {.tp = 4}, pcie));
+  EXPECT_GT(comm(four, {.tp = 4}, cross), 0);
+  // NVLink (cross_socket_gbps 0): a group of 8 costs what the link alone says, sockets or not.
+  const PlanTarget h200 = target_for(planner_config("qwen3_30b_a3b"), "h200", 8);
+  EXPECT_EQ(h200.cluster.machine.cross_socket_gbps, 0);
+  EXPECT_LT(comm(h200, {.tp = 8}, 0), joined);
 }
 
 TEST(Plan, LayoutJsonHasEveryRankAndGroup) {
