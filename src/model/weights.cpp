@@ -16,17 +16,22 @@
 namespace sy {
 
 namespace {
-constexpr float kRandomStddev = 0.02f;
-
 // What a dry run hands out instead of device memory: never null (blocks check their weights against
 // null), never dereferenced.
 alignas(64) std::byte placeholder_storage[64];
 void* const kPlaceholder = placeholder_storage;
 
-uint64_t name_seed(uint64_t seed, const std::string& name) {
-  return seed * 0x9e3779b97f4a7c15ull ^ std::hash<std::string>{}(name);
-}
 }  // namespace
+
+uint64_t weight_seed(uint64_t seed, const std::string& name, const Slice& slice, std::string_view form) {
+  std::string key = slice.whole() ? name
+                                  : name + "#" + std::to_string(slice.dim) + ":" + std::to_string(slice.start) + "+" +
+                                        std::to_string(slice.count);
+  key += form;
+  return seed * 0x9e3779b97f4a7c15ull ^ std::hash<std::string>{}(key);
+}
+
+std::string linear_module(const std::string& weight) { return weight.substr(0, weight.size() - 7); }
 
 WeightLoader::WeightLoader(const Checkpoint* checkpoint, uint64_t seed, Backend& backend, WeightStore& store,
                            const ParallelGroups* groups)
@@ -120,22 +125,18 @@ void WeightLoader::fill(const std::string& name, const Shape& shape, void* dst, 
   const auto n = static_cast<size_t>(slice_numel(shape, slice));
   if (store_.checks_only && checkpoint_ == nullptr) return;
   if (checkpoint_ == nullptr) {
-    // A slice draws its own values: a sharded random model is not the unsharded one cut up.
-    const uint64_t seed = slice.whole()
-                              ? name_seed(seed_, name)
-                              : name_seed(seed_, name + "#" + std::to_string(slice.dim) + ":" +
-                                                     std::to_string(slice.start) + "+" + std::to_string(slice.count));
+    const uint64_t seed = weight_seed(seed_, name, slice);
     switch (init) {
       case WeightInit::normal:
         if (target == backend_.weight_dtype()) {
           backend_.fill_random_normal(
-              {.dst = dst, .n = static_cast<int64_t>(n), .seed = seed, .mean = 0.0f, .stddev = kRandomStddev});
+              {.dst = dst, .n = static_cast<int64_t>(n), .seed = seed, .mean = 0.0f, .stddev = kRandomWeightStddev});
           return;
         }
         // fp32 copies of a GPU backend: draw on the host with the CPU backend's generator.
         staging_.resize(n);
         make_cpu_backend()->fill_random_normal(
-            {.dst = staging_.data(), .n = static_cast<int64_t>(n), .seed = seed, .stddev = kRandomStddev});
+            {.dst = staging_.data(), .n = static_cast<int64_t>(n), .seed = seed, .stddev = kRandomWeightStddev});
         upload_staging(dst, n, target);
         return;
       case WeightInit::ones:

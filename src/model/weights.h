@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "arch/quant.h"
@@ -184,5 +185,13 @@ class WeightLoader {
 // INT4 (compressed-tensors): the packed tensor of the weight `weight` (X.weight → X.weight_packed; other
 // names map to a name no tensor has).
 std::string int4_packed_name(const std::string& weight);
+// The module of a linear weight: "X" of "X.weight". Precondition: the name ends with ".weight".
+std::string linear_module(const std::string& weight);
+
+// Random weights: dense ones are N(0, kRandomWeightStddev), quantised ones drawn to that RMS.
+inline constexpr float kRandomWeightStddev = 0.02f;
+// The seed of the random values of weight `name` cut to `slice`, in the form `form` ("" dense, "#fp8", "#q4"):
+// a slice draws its own values (a sharded random model is not the unsharded one cut up).
+uint64_t weight_seed(uint64_t seed, const std::string& name, const Slice& slice, std::string_view form = "");
 
 }  // namespace sy

@@ -12,17 +12,9 @@
 namespace sy {
 
 namespace {
-constexpr float kRandomStddev = 0.02f;
-// Random FP8 weights are drawn as e4m3 values of N(0, kFp8Spread) with every scale kRandomStddev /
+// Random FP8 weights are drawn as e4m3 values of N(0, kFp8Spread) with every scale kRandomWeightStddev /
 // kFp8Spread: well inside e4m3's range (448) and its normal numbers.
 constexpr float kFp8Spread = 16.0f;
-
-uint64_t fp8_seed(uint64_t seed, const std::string& name, const Slice& slice) {
-  const std::string key = slice.whole() ? name
-                                        : name + "#" + std::to_string(slice.dim) + ":" + std::to_string(slice.start) +
-                                              "+" + std::to_string(slice.count);
-  return seed * 0x9e3779b97f4a7c15ull ^ std::hash<std::string>{}(key + "#fp8");
-}
 
 bool cuts_no_block(const Slice& slice, int64_t block_rows, int64_t block_cols) {
   if (slice.whole()) return true;
@@ -139,9 +131,9 @@ void WeightLoader::load_fp8_matrix(const std::string& name, const Shape& shape, 
                               .n = rows * cols,
                               .scales = scales,
                               .n_scales = scale_rows * scale_cols,
-                              .seed = fp8_seed(seed_, name, slice),
+                              .seed = weight_seed(seed_, name, slice, "#fp8"),
                               .stddev = kFp8Spread,
-                              .scale = kRandomStddev / kFp8Spread});
+                              .scale = kRandomWeightStddev / kFp8Spread});
     return;
   }
   const TensorInfo* t = check_tensor(name, shape);

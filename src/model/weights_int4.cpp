@@ -14,17 +14,15 @@ namespace {
 
 constexpr const char* kForm = "compressed-tensors pack-quantized INT4 (symmetric, group-wise)";
 
-std::string module_of(const std::string& weight) { return weight.substr(0, weight.size() - 7); }
-
 }  // namespace
 
 std::string int4_packed_name(const std::string& weight) {
-  return weight.ends_with(".weight") ? module_of(weight) + ".weight_packed" : std::string();
+  return weight.ends_with(".weight") ? linear_module(weight) + ".weight_packed" : std::string();
 }
 
 const TensorInfo* WeightLoader::check_int4(const std::string& name, const Shape& shape,
                                            const TensorInfo& packed) const {
-  const std::string module = module_of(name);
+  const std::string module = linear_module(name);
   SY_CHECK(quant_.int4_group,
            "{}: checkpoint {} stores '{}' as INT4 ('{}'), but config.json's quantization_config (method '{}') is not "
            "the {} form switchyard reads; is quantization_config missing or of another scheme?",
@@ -79,7 +77,7 @@ const TensorInfo* WeightLoader::check_int4(const std::string& name, const Shape&
 
 void WeightLoader::fill_int4(const std::string& name, const Shape& shape, const TensorInfo& packed, void* dst,
                              DType target, const Slice& slice) {
-  const std::string module = module_of(name);
+  const std::string module = linear_module(name);
   const TensorInfo& scale = *checkpoint_->find(module + ".weight_scale");
   used_.insert(packed.name);
   used_.insert(scale.name);

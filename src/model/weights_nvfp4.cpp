@@ -20,8 +20,6 @@ constexpr const char* kForm = "NVIDIA ModelOpt NVFP4 (hf_quant_config.json quant
 constexpr std::array<float, 16> kE2m1 = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                          -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
-std::string module_of(const std::string& weight) { return weight.substr(0, weight.size() - 7); }
-
 // A per-tensor F32 scale: shape [] or [1], finite and positive.
 float read_scalar(const TensorInfo& t, const std::string& weight) {
   SY_CHECK(t.dtype == DType::f32 && t.shape.numel() == 1 && t.shape.rank() <= 1,
@@ -38,7 +36,7 @@ float read_scalar(const TensorInfo& t, const std::string& weight) {
 
 const TensorInfo* WeightLoader::check_nvfp4(const std::string& name, const Shape& shape,
                                             const TensorInfo& packed) const {
-  const std::string module = module_of(name);
+  const std::string module = linear_module(name);
   SY_CHECK(quant_.nvfp4,
            "{}: checkpoint {} stores '{}' as U8 {}, which only the {} form holds, but the model folder's quantization "
            "config (method '{}') is not that form; is hf_quant_config.json missing or of another scheme?",
@@ -76,7 +74,7 @@ const TensorInfo* WeightLoader::check_nvfp4(const std::string& name, const Shape
 
 void WeightLoader::fill_nvfp4(const std::string& name, const Shape& shape, const TensorInfo& packed, void* dst,
                               DType target, const Slice& slice) {
-  const std::string module = module_of(name);
+  const std::string module = linear_module(name);
   const TensorInfo& scale = *checkpoint_->find(module + ".weight_scale");
   const TensorInfo& scale2 = *checkpoint_->find(module + ".weight_scale_2");
   const TensorInfo* input = checkpoint_->find(module + ".input_scale");

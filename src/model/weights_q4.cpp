@@ -13,21 +13,11 @@ namespace sy {
 
 namespace {
 
-// Random weights: every nibble value equally likely, scaled so that the weights' RMS is kRandomStddev, as
+// Random weights: every nibble value equally likely, scaled so that the weights' RMS is kRandomWeightStddev, as
 // the dense generator's. RMS of (n - 8) over n in 0..15 is sqrt(21.5); of E2M1 over all 16 codes,
 // sqrt(8.5625).
-constexpr float kRandomStddev = 0.02f;
 constexpr float kInt4Rms = 4.6368092f;
 constexpr float kE2m1Rms = 2.9261750f;
-
-std::string module_of(const std::string& weight) { return weight.substr(0, weight.size() - 7); }
-
-uint64_t q4_seed(uint64_t seed, const std::string& name, const Slice& slice) {
-  const std::string key = slice.whole() ? name
-                                        : name + "#" + std::to_string(slice.dim) + ":" + std::to_string(slice.start) +
-                                              "+" + std::to_string(slice.count);
-  return seed * 0x9e3779b97f4a7c15ull ^ std::hash<std::string>{}(key + "#q4");
-}
 
 size_t group_scale_bytes(WeightFormat f) { return f == WeightFormat::int4_group ? 2 : 1; }
 
@@ -46,7 +36,7 @@ WeightFormat WeightLoader::keeps_q4(const std::string& name, const Shape& shape,
   } else if (f == WeightFormat::int4_group) {
     // Group scales other than BF16 are dequantised at load (the kernels read bf16 scales).
     const TensorInfo* packed = checkpoint_->find(int4_packed_name(name));
-    const TensorInfo* scale = checkpoint_->find(module_of(name) + ".weight_scale");
+    const TensorInfo* scale = checkpoint_->find(linear_module(name) + ".weight_scale");
     stored = packed != nullptr && scale != nullptr && scale->dtype == DType::bf16;
   } else {
     const TensorInfo* t = checkpoint_->find(name);
@@ -117,9 +107,9 @@ void WeightLoader::load_q4_matrix(const std::string& name, const Shape& shape, c
                              .n_groups = n_groups,
                              .row_scales = row_scales,
                              .n_rows = int4 ? 0 : rows,
-                             .seed = q4_seed(seed_, name, slice),
-                             .group_scale = int4 ? kRandomStddev / kInt4Rms : 1.0f,
-                             .row_scale = kRandomStddev / kE2m1Rms});
+                             .seed = weight_seed(seed_, name, slice, "#q4"),
+                             .group_scale = int4 ? kRandomWeightStddev / kInt4Rms : 1.0f,
+                             .row_scale = kRandomWeightStddev / kE2m1Rms});
     return;
   }
   const TensorInfo* packed = check_tensor(name, shape);  // the INT4 check names weight_packed
@@ -129,7 +119,7 @@ void WeightLoader::load_q4_matrix(const std::string& name, const Shape& shape, c
            "stored alike",
            packed->file, cut_for_message(name), dtype_name(packed->dtype), packed->shape.str(), form);
   SY_CHECK(used_.insert(name).second, "weight '{}' is bound twice (a model definition error)", name);
-  const std::string module = module_of(name);
+  const std::string module = linear_module(name);
   const TensorInfo& scale = *checkpoint_->find(module + ".weight_scale");
   SY_CHECK(f == WeightFormat::nvfp4 || scale.dtype == DType::bf16,
            "{}: group scales '{}' are {}, but the INT4 weights stacked with them keep BF16 scales; every part of a "

@@ -23,6 +23,7 @@ namespace {
 constexpr double kTol = 2e-2;
 
 using test::Dev;
+using test::randn;
 using test::rel_err;
 
 // `count` matrices [rows, cols] of random E4M3 bytes (no NaN codes) with random block scales.
@@ -84,13 +85,6 @@ class Fp8Dev {
   Backend& be_;
   std::vector<std::unique_ptr<DeviceBuffer>> bufs_;
 };
-
-std::vector<float> randn(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 class CudaFp8 : public ::testing::Test {
  protected:

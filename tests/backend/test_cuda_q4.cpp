@@ -24,6 +24,7 @@ namespace {
 constexpr double kTol = 2e-2;
 
 using test::Dev;
+using test::randn;
 using test::rel_err;
 
 constexpr std::array<float, 8> kE2m1 = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -109,13 +110,6 @@ class Q4Dev {
   Backend& be_;
   std::vector<std::unique_ptr<DeviceBuffer>> bufs_;
 };
-
-std::vector<float> randn(size_t n, std::mt19937& rng) {
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 class CudaQ4 : public ::testing::Test {
  protected:

@@ -5,12 +5,21 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "backend/backend.h"
 #include "base/dtype.h"
 
 namespace sy::test {
+
+// n draws of N(0, 1).
+inline std::vector<float> randn(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
 
 double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   double e = 0, m = 0;

@@ -26,9 +26,7 @@ inline void expect_moe_experts_match(Backend& oracle, Backend& gpu, const MoeSha
                                      const Matrix& gate_up, const Matrix& down, std::mt19937& rng, double tol,
                                      const std::string& what) {
   const int64_t T = s.tokens, K = s.top_k, H = s.hidden;
-  std::normal_distribution<float> normal;
-  std::vector<float> x(size_t(T * H));
-  for (auto& v : x) v = normal(rng);
+  const std::vector<float> x = randn(size_t(T * H), rng);
   std::vector<int32_t> ids(size_t(T * K));
   std::vector<float> w(size_t(T * K));
   std::uniform_real_distribution<float> weight(0.05f, 1.0f);

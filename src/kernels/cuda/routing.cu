@@ -12,6 +12,18 @@ constexpr int kMaxGroups = 64;
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// The warp's best (value, id) pair in (value descending, id ascending) order, on every lane.
+__device__ __forceinline__ void warp_argmax(float& best, int& best_e) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
+    if (ob > best || (ob == best && oe < best_e)) {
+      best = ob;
+      best_e = oe;
+    }
+  }
+}
+
 // A selection score as the picks below compare it: NaN ranks lowest and infinities are clamped, so that the
 // (value, id) order is total and every pick finds an entry (an id in range whatever the input). A token with
 // a NaN logit gets NaN weights, so that the NaN reaches the logits, where the engine ends the request.
@@ -157,14 +169,7 @@ __global__ void __launch_bounds__(kTopkWarps * 32) grouped_topk_warp_kernel(Grou
         best_e = e;
       }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
-      if (ob > best || (ob == best && oe < best_e)) {
-        best = ob;
-        best_e = oe;
-      }
-    }
+    warp_argmax(best, best_e);
 #pragma unroll
     for (int i = 0; i < kWarpExperts; ++i) {
       if (lane + 32 * i == best_e) c[i] = -INFINITY;  // taken: below every score not taken
@@ -230,14 +235,7 @@ __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* we
         best_e = e;
       }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
-      if (ob > best || (ob == best && oe < best_e)) {
-        best = ob;
-        best_e = oe;
-      }
-    }
+    warp_argmax(best, best_e);
     const float pr = nan_row ? __int_as_float(0x7fc00000) : expf(best - m) / sum;
     if (lane == 0) {
       ids[t * top_k + k] = best_e;
