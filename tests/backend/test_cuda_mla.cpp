@@ -176,6 +176,71 @@ TEST_F(CudaMlaVsCpu, AttentionDenseAndSparse) {
   }
 }
 
+// The published shape (latent 512, rope 64) takes the tensor-core kernel: head counts that fill and do
+// not fill its 32-row tiles, decode steps (one query per sequence, keys split over blocks and merged)
+// and prefill (every token a query), dense and with the indexer's choice (several 32-key tiles of it).
+TEST_F(CudaMlaVsCpu, FlashAttentionDecodeAndPrefill) {
+  struct Case {
+    std::vector<int64_t> lengths;
+    int64_t heads, block_size;
+    bool decode;
+  };
+  constexpr int64_t kLora = 512, kRope = 64;
+  for (const Case& c : {Case{{700}, 64, 64, true}, Case{{1, 33, 300, 64}, 40, 16, true},
+                        Case{{2000, 5, 129}, 16, 64, true}, Case{{90, 37}, 64, 16, false}}) {
+    auto pg = make_paging(c.lengths, c.block_size, rng_);
+    if (c.decode) {  // keep the last token of each sequence as the step's query
+      std::vector<int32_t> seq, pos;
+      for (size_t i = 0; i < pg.token_seq.size(); ++i) {
+        if (i + 1 == pg.token_seq.size() || pg.token_seq[i + 1] != pg.token_seq[i]) {
+          seq.push_back(pg.token_seq[i]);
+          pos.push_back(pg.positions[i]);
+        }
+      }
+      pg.token_seq = seq;
+      pg.positions = pos;
+    }
+    const int64_t T = int64_t(pg.positions.size()), row = kLora + kRope, q_stride = kRope + 128 + 5;
+    const auto cache = randn(size_t(pg.n_slots * row), rng_);
+    const auto ql = randn(size_t(T * c.heads * kLora), rng_, 0.1f), qr = randn(size_t(T * c.heads * q_stride), rng_);
+    for (int64_t n_selected : {int64_t{0}, int64_t{100}}) {
+      std::vector<int32_t> keys;  // every third visible key, ascending, -1 padded
+      for (int64_t t = 0; t < T && n_selected; ++t) {
+        int64_t j = 0;
+        for (int32_t k = pg.positions[size_t(t)]; k >= 0 && j < n_selected; k -= 3, ++j) keys.push_back(k);
+        std::reverse(keys.end() - j, keys.end());
+        for (; j < n_selected; ++j) keys.push_back(-1);
+      }
+      std::vector<float> r[2];
+      int i = 0;
+      for (Backend* be : {cpu_.get(), gpu_.get()}) {
+        Dev d(*be);
+        float* out = d.out(size_t(T * c.heads * kLora));
+        be->mla_attention({.q_latent = d.f32(ql),
+                           .q_rope = d.f32(qr),
+                           .cache = d.cache(cache),
+                           .block_tables = d.i32(pg.tables),
+                           .token_seq = d.i32(pg.token_seq),
+                           .positions = d.i32(pg.positions),
+                           .key_positions = n_selected ? d.i32(keys) : nullptr,
+                           .out = out,
+                           .tokens = T,
+                           .n_heads = c.heads,
+                           .kv_lora_rank = kLora,
+                           .rope_dim = kRope,
+                           .q_rope_stride = q_stride,
+                           .n_selected = n_selected,
+                           .block_size = c.block_size,
+                           .max_blocks = pg.max_blocks,
+                           .scale = 0.07f});
+        r[i++] = d.host(out, size_t(T * c.heads * kLora));
+      }
+      EXPECT_LE(rel_err(r[1], r[0]), 1e-4)
+          << c.heads << " heads, " << T << " queries, decode " << c.decode << ", sparse " << n_selected;
+    }
+  }
+}
+
 TEST_F(CudaMlaVsCpu, IndexerTopkIsIdenticalOnExactScores) {
   struct Case {
     int64_t heads, dim, top_k, block_size;

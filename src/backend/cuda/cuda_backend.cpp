@@ -279,7 +279,18 @@ class CudaBackend final : public Backend {
                      static_cast<int>(a.heads), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmStridedBatchedEx(head_linear)");
   }
-  void mla_attention(const MlaAttentionArgs& a) override { cuda::mla_attention(a, stream_); }
+  void mla_attention(const MlaAttentionArgs& a) override {
+    if (!cuda::mla_flash_supported(a.kv_lora_rank, a.rope_dim)) return cuda::mla_attention(a, stream_);
+    const int64_t keys = a.key_positions ? a.n_selected : a.max_blocks * a.block_size;
+    cuda::AttentionSplit split{.splits = cuda::mla_flash_splits(a.tokens, a.n_heads, keys)};
+    if (split.splits > 1) {
+      const int64_t heads = a.tokens * a.n_heads * split.splits;
+      split.m = scratch_.get<float>(kSplitM, heads);
+      split.l = scratch_.get<float>(kSplitL, heads);
+      split.acc = scratch_.get<float>(kSplitAcc, heads * a.kv_lora_rank);
+    }
+    cuda::mla_flash_attention(a, split, stream_);
+  }
   void indexer_topk(const IndexerTopkArgs& a) override { cuda::indexer_topk(a, stream_); }
   void layer_norm(const float* x, WeightPtr weight, WeightPtr bias, float* y, int64_t rows, int64_t dim,
                   float eps) override {

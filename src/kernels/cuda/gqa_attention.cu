@@ -48,15 +48,6 @@ __device__ __forceinline__ int kv_offset(int r, int c) {
   }
 }
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo_col, float hi_col) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo_col, hi_col);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-// x = hi + lo to ~2^-16 relative: hi = bf16(x), lo = bf16(x - hi), for a pair of columns.
-__device__ __forceinline__ void split_bf16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
-  hi = pack_bf16(x0, x1);
-  lo = pack_bf16(x0 - bf(static_cast<bf16_bits>(hi & 0xffffu)), x1 - bf(static_cast<bf16_bits>(hi >> 16)));
-}
 
 // Loads keys [k0, k0 + kTileKeys) of one kv head into a K and a V tile (all threads of the block);
 // keys at or past k_end are zero-filled, so that masked probabilities multiply zeros, not garbage.

@@ -14,6 +14,10 @@ namespace sy::cuda {
 
 void mla_kv_write(const MlaKvWriteArgs& a, cudaStream_t s);
 void mla_attention(const MlaAttentionArgs& a, cudaStream_t s);
+// The tensor-core kernel (mla_flash.cu) for the published shapes; mla_attention above serves the rest.
+bool mla_flash_supported(int64_t kv_lora_rank, int64_t rope_dim);
+int64_t mla_flash_splits(int64_t tokens, int64_t n_heads, int64_t max_keys);
+void mla_flash_attention(const MlaAttentionArgs& a, const AttentionSplit& split, cudaStream_t s);
 void indexer_topk(const IndexerTopkArgs& a, cudaStream_t s);
 
 }  // namespace sy::cuda

@@ -3,6 +3,8 @@
 // accumulation.
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 namespace sy::cuda {
@@ -43,6 +45,19 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two bf16 columns packed as one 32-bit mma operand register (the lower column in the low half).
+__device__ __forceinline__ uint32_t pack_bf16(float lo_col, float hi_col) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo_col, hi_col);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+// x = hi + lo to ~2^-16 relative: hi = bf16(x), lo = bf16(x - hi), for a pair of columns. Feeding both
+// halves to the tensor cores keeps ~16 mantissa bits of an fp32 operand against a bf16 one.
+__device__ __forceinline__ void split_bf16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const auto low = [](uint32_t v) { return __uint_as_float(v << 16); };
+  hi = pack_bf16(x0, x1);
+  lo = pack_bf16(x0 - low(hi & 0xffffu), x1 - low(hi >> 16));
 }
 
 }  // namespace sy::cuda

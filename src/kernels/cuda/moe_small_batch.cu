@@ -14,6 +14,9 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kDownPairs = 4;  // pairs whose down rows a warp streams together
+// Largest staging of one token's activations in the down kernel (top_k · inter floats); past it they are
+// read from global memory.
+constexpr size_t kMaxStagedBytes = 160 * 1024;
 
 // An expert array [n_experts, rows, cols] as the kernels stream it: 16-byte chunks of kPer weights, each
 // with the Scale its unpacking needs, loaded together with the chunk (a scale fetched only when the chunk is
@@ -200,15 +203,34 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeExpertsArgs
 
 // One warp per hidden row j of one token: y_k = down[e_k][j, :] · bf16(act[t·K + k]) for each of the
 // token's pairs k, then out[t, j] = Σ_k weights[t, k] · y_k with k in order (the combine).
-template <typename W>
-__global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeExpertsArgs p, W dn, const float* act) {
+// kStaged: the token's activations are first staged in shared memory, rounded to bf16 and laid out as x_s
+// in the gate/up kernel (pair k, element q of chunk c at (k·kPer + q)·chunks + c). With 16 or 32 weights a
+// chunk, reading them from global memory puts a warp's 32 lanes 64 or 128 bytes apart, 16 or 32 cache lines
+// per load; staged, the lanes read consecutive words.
+template <typename W, bool kStaged>
+__global__ void __launch_bounds__(kWarps * 32, 2) moe_down_combine_kernel(MoeExpertsArgs p, W dn, const float* act) {
+  extern __shared__ float act_s[];
   pdl_launch_dependents();
   pdl_wait();
   const int64_t t = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  if (j >= p.hidden) return;
   const int64_t chunks = p.inter / W::kPer;
+  if constexpr (kStaged) {
+    const float4* a4 = reinterpret_cast<const float4*>(act + t * p.top_k * p.inter);
+#pragma unroll 4
+    for (int64_t i4 = threadIdx.x; i4 < p.top_k * p.inter / 4; i4 += blockDim.x) {
+      const float4 v = a4[i4];
+      const float f[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int64_t i = 4 * i4 + q, k = i / p.inter, h = i % p.inter;
+        act_s[(k * W::kPer + h % W::kPer) * chunks + h / W::kPer] = round_bf16(f[q]);
+      }
+    }
+    __syncthreads();
+  }
+  if (j >= p.hidden) return;
   float s = 0.0f;
   for (int64_t k0 = 0; k0 < p.top_k; k0 += kDownPairs) {
     const uint4* rows[kDownPairs];
@@ -216,11 +238,11 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeExpert
     typename W::RowScales scales[kDownPairs];
 #pragma unroll
     for (int q = 0; q < kDownPairs; ++q) {
-      const int64_t pair = t * p.top_k + min(k0 + q, p.top_k - 1);
+      const int64_t k = min(k0 + q, p.top_k - 1), pair = t * p.top_k + k;
       const int64_t e = p.expert_ids[pair];
       rows[q] = dn.row(e, j);
       scales[q] = dn.row_scales(e, j);
-      acts[q] = act + pair * p.inter;
+      acts[q] = kStaged ? act_s + k * W::kPer * chunks : act + pair * p.inter;
     }
     float y[kDownPairs] = {};
     for (int64_t c0 = lane; c0 < chunks; c0 += 32 * W::kDownBatch) {
@@ -243,18 +265,23 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_combine_kernel(MoeExpert
         for (int b = 0; b < W::kDownBatch; ++b) {
           const int64_t c = c0 + 32 * b;
           if (c >= chunks) break;
-          const float4* a4 = reinterpret_cast<const float4*>(acts[q] + c * W::kPer);
 #pragma unroll
           for (int part = 0; part < W::kParts; ++part) {
-            float wf[8];
+            float wf[8], a[8];
             dn.unpack_part(w[q][b], part, wf);
+            if constexpr (kStaged) {
+#pragma unroll
+              for (int i = 0; i < 8; ++i) a[i] = acts[q][(8 * part + i) * chunks + c];
+            } else {
+              const float4* a4 = reinterpret_cast<const float4*>(acts[q] + c * W::kPer + 8 * part);
+              const float4 lo = a4[0], hi = a4[1];
+              const float g[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+              for (int i = 0; i < 8; ++i) a[i] = round_bf16(g[i]);
+            }
             float py = 0.0f;
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const float4 a = a4[2 * part + r];
-              py += wf[4 * r] * round_bf16(a.x) + wf[4 * r + 1] * round_bf16(a.y) + wf[4 * r + 2] * round_bf16(a.z) +
-                    wf[4 * r + 3] * round_bf16(a.w);
-            }
+            for (int i = 0; i < 8; ++i) py += wf[i] * a[i];
             if constexpr (W::kScaled) {
               y[q] += py * dn.part_scale(sc[q][b], part);
             } else {
@@ -282,9 +309,24 @@ void run(const MoeExpertsArgs& p, const W& gate_up, const W& down, float* act, c
   launch_pdl(moe_gate_up_kernel<W>,
              dim3(static_cast<unsigned>((p.inter + kWarps - 1) / kWarps), static_cast<unsigned>(pairs)),
              dim3(kWarps * 32), static_cast<size_t>(p.hidden) * sizeof(float), s, "moe_gate_up", p, gate_up, act);
-  launch_pdl(moe_down_combine_kernel<W>,
-             dim3(static_cast<unsigned>((p.hidden + kWarps - 1) / kWarps), static_cast<unsigned>(p.tokens)),
-             dim3(kWarps * 32), 0, s, "moe_down_combine", p, down, static_cast<const float*>(act));
+  const dim3 down_grid(static_cast<unsigned>((p.hidden + kWarps - 1) / kWarps), static_cast<unsigned>(p.tokens));
+  const size_t staged = static_cast<size_t>(p.top_k * p.inter) * sizeof(float);
+  if constexpr (W::kPer > 8) {
+    if (staged <= kMaxStagedBytes) {
+      static size_t configured = 48 * 1024;
+      if (staged > configured) {
+        check_cuda(cudaFuncSetAttribute(moe_down_combine_kernel<W, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kMaxStagedBytes)),
+                   "cudaFuncSetAttribute(moe_down_combine)");
+        configured = kMaxStagedBytes;
+      }
+      launch_pdl(moe_down_combine_kernel<W, true>, down_grid, dim3(kWarps * 32), staged, s, "moe_down_combine", p, down,
+                 static_cast<const float*>(act));
+      return;
+    }
+  }
+  launch_pdl(moe_down_combine_kernel<W, false>, down_grid, dim3(kWarps * 32), 0, s, "moe_down_combine", p, down,
+             static_cast<const float*>(act));
 }
 }  // namespace
 
