@@ -100,17 +100,31 @@ double experts_touched(const ReadCost::MoeLayer& l, double tokens) {
   return e * (1.0 - std::pow(1.0 - k / e, tokens));
 }
 
-// Bytes a step over `tokens` new tokens whose sequences hold `context` tokens in all must read.
-double step_bytes(const ReadCost& c, double tokens, double context) {
+// Bytes a step over `tokens` new tokens whose sequences hold `context` tokens in all must read: each MoE
+// layer's experts as counted (`touched`, one per layer) or, without counts, as uniform routing expects.
+double step_bytes(const ReadCost& c, double tokens, double context, const std::vector<double>& touched = {}) {
   double bytes = c.always_bytes + tokens * c.embedding_row_bytes + context * c.kv_bytes_per_token;
-  for (const auto& l : c.moe_layers) bytes += experts_touched(l, tokens) * l.expert_bytes;
+  for (size_t i = 0; i < c.moe_layers.size(); ++i) {
+    const auto& l = c.moe_layers[i];
+    bytes += (touched.size() == c.moe_layers.size() ? touched[i] : experts_touched(l, tokens)) * l.expert_bytes;
+  }
   return bytes;
+}
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x / static_cast<double>(v.size());
+  return v.empty() ? 0.0 : s;
 }
 
 struct BatchResult {
   int64_t batch = 0;
   double prefill_ms = 0, prefill_tok_s = 0, prefill_floor_ms = 0;
   double decode_step_ms = 0, eager_step_ms = 0, decode_tok_s = 0, decode_floor_ms = 0, decode_floor_bytes = 0;
+  // Distinct experts a decode step read per MoE layer: counted from the profiled steps' routing (empty
+  // where not counted: under a layout rank 0 routes only its share), and as uniform routing expects.
+  double experts_counted = 0, experts_uniform = 0, decode_floor_bytes_uniform = 0;
+  bool counted = false;
   PhaseTimes phases{};
   double sampling_ms = 0, other_ms = 0;
   PhaseTimes prefill_phases{};  // ms per prefill pass, device events, uncaptured
@@ -185,12 +199,23 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   be.set_profiling(true);
   be.take_phase_times();
   const double sampling0 = engine.sampling_ms();
+  // The profiled steps also count the experts each MoE layer's routing chose (marked on the device).
+  const bool count = world == nullptr || world->size() == 1;
+  be.set_expert_counting(count);
+  std::vector<double> touched(info.cost.moe_layers.size(), 0.0);
+  int counted_steps = 0;
   while (!engine.scheduler().idle() && static_cast<int>(eager_ms.size()) < kProfiledSteps) {
     const auto s0 = Clock::now();
     engine.step();
     be.synchronize();
     eager_ms.push_back(ms_since(s0));
+    const std::vector<int64_t> step_touched = count ? be.take_touched_experts() : std::vector<int64_t>{};
+    if (step_touched.size() == touched.size() && !touched.empty()) {
+      for (size_t i = 0; i < touched.size(); ++i) touched[i] += static_cast<double>(step_touched[i]);
+      ++counted_steps;
+    }
   }
+  be.set_expert_counting(false);
   const PhaseTimes phases = be.take_phase_times();
   const double sampling = engine.sampling_ms() - sampling0;
   be.set_profiling(false);
@@ -206,7 +231,18 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   r.decode_tok_s = static_cast<double>(B) / (r.decode_step_ms * 1e-3);
   const double context =
       static_cast<double>(B) * (static_cast<double>(o.input_len) + static_cast<double>(o.output_len) / 2.0);
-  r.decode_floor_bytes = step_bytes(c, static_cast<double>(B), context);
+  std::vector<double> uniform;
+  for (const auto& l : c.moe_layers) uniform.push_back(experts_touched(l, static_cast<double>(B)));
+  r.experts_uniform = mean(uniform);
+  if (counted_steps > 0) {
+    for (double& t : touched) t /= counted_steps;
+    r.experts_counted = mean(touched);
+    r.counted = true;
+  } else {
+    touched.clear();
+  }
+  r.decode_floor_bytes = step_bytes(c, static_cast<double>(B), context, touched);
+  r.decode_floor_bytes_uniform = step_bytes(c, static_cast<double>(B), context);
   r.decode_floor_ms = 1e3 * r.decode_floor_bytes / bandwidth;
   const auto n = static_cast<double>(eager_ms.size());
   double eager_mean = 0, accounted = 0;
@@ -299,7 +335,8 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
     std::printf(
         "input %lld, output %lld tokens per sequence; prefill: one timed pass after two untimed ones of the "
         "same shapes; step ms: median decode step (captured where the device can); eager ms and the phases "
-        "(ms per step, device events): the first decode steps, uncaptured\n\n",
+        "(ms per step, device events): the first decode steps, uncaptured; the decode floor reads the experts "
+        "their routing touched\n\n",
         static_cast<long long>(o.input_len), static_cast<long long>(o.output_len));
     std::printf("%6s %12s %9s | %9s %11s %9s %7s | %9s | %9s %7s %8s %8s %8s %7s %13s %8s %7s\n", "batch",
                 "prefill tok/s", "% limit", "step ms", "decode tok/s", "floor ms", "% limit", "eager ms", "attention",
@@ -343,20 +380,38 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
     }
     phases["sampling"] = r.sampling_ms;
     phases["other"] = r.other_ms;
-    out["results"].push_back({{"batch", B},
-                              {"prefill_ms", r.prefill_ms},
-                              {"prefill_tok_s", r.prefill_tok_s},
-                              {"prefill_floor_ms", r.prefill_floor_ms},
-                              {"prefill_pct_of_limit", prefill_pct},
-                              {"decode_step_ms", r.decode_step_ms},
-                              {"decode_eager_step_ms", r.eager_step_ms},
-                              {"decode_tok_s", r.decode_tok_s},
-                              {"decode_floor_ms", r.decode_floor_ms},
-                              {"decode_floor_bytes", r.decode_floor_bytes},
-                              {"decode_pct_of_limit", decode_pct},
-                              {"decode_phase_ms", phases},
-                              {"prefill_eager_ms", r.prefill_eager_ms},
-                              {"prefill_phase_ms", phase_json(r.prefill_phases)}});
+    out["results"].push_back(
+        {{"batch", B},
+         {"prefill_ms", r.prefill_ms},
+         {"prefill_tok_s", r.prefill_tok_s},
+         {"prefill_floor_ms", r.prefill_floor_ms},
+         {"prefill_pct_of_limit", prefill_pct},
+         {"decode_step_ms", r.decode_step_ms},
+         {"decode_eager_step_ms", r.eager_step_ms},
+         {"decode_tok_s", r.decode_tok_s},
+         {"decode_floor_ms", r.decode_floor_ms},
+         {"decode_floor_bytes", r.decode_floor_bytes},
+         {"decode_pct_of_limit", decode_pct},
+         {"decode_experts_per_moe_layer", r.counted ? nlohmann::json(r.experts_counted) : nlohmann::json(nullptr)},
+         {"decode_experts_per_moe_layer_uniform", r.experts_uniform},
+         {"decode_floor_bytes_uniform", r.decode_floor_bytes_uniform},
+         {"decode_phase_ms", phases},
+         {"prefill_eager_ms", r.prefill_eager_ms},
+         {"prefill_phase_ms", phase_json(r.prefill_phases)}});
+  }
+  if (rank.reports() && !info.cost.moe_layers.empty()) {
+    std::printf(
+        "\nexperts read per MoE layer by a decode step (the floor's expert bytes): counted from the routing of "
+        "the profiled steps, and as uniform routing would give\n");
+    for (const BatchResult& r : results) {
+      if (r.counted) {
+        std::printf("%6lld %9.1f counted %9.1f uniform\n", static_cast<long long>(r.batch), r.experts_counted,
+                    r.experts_uniform);
+      } else {
+        std::printf("%6lld %9s counted %9.1f uniform (the floor uses it)\n", static_cast<long long>(r.batch), "-",
+                    r.experts_uniform);
+      }
+    }
   }
   if (rank.reports()) {
     // Where a prefill pass goes (one eager pass with device events; its wall time next to the timed one).

@@ -1,6 +1,8 @@
 // Backend ops with a default in terms of the others (a backend overrides them to fuse).
 #include "backend/backend.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 
 namespace sy {
@@ -32,6 +34,27 @@ void Backend::qk_norm_rope_kv_write(const QkRopeKvArgs& a) {
             .kv_heads = a.kv_heads,
             .head_dim = a.head_dim,
             .v_head_dim = a.head_dim});
+}
+
+void Backend::set_expert_counting(bool on) {
+  counting_experts_ = on;
+  touched_.clear();
+}
+
+void Backend::count_experts(const int32_t* ids, int64_t n, int64_t n_experts) {
+  std::vector<int32_t> host(static_cast<size_t>(n));
+  if (n > 0) copy_to_host(host.data(), ids, host.size() * sizeof(int32_t));
+  auto& seen = touched_.emplace_back(static_cast<size_t>(n_experts), uint8_t{0});
+  for (int32_t e : host) {
+    if (e >= 0 && e < n_experts) seen[static_cast<size_t>(e)] = 1;
+  }
+}
+
+std::vector<int64_t> Backend::take_touched_experts() {
+  std::vector<int64_t> out;
+  for (const auto& seen : touched_) out.push_back(std::count(seen.begin(), seen.end(), uint8_t{1}));
+  touched_.clear();
+  return out;
 }
 
 void Backend::linear_quant(const float* x, const Matrix& w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k) {

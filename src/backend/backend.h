@@ -104,6 +104,16 @@ class Backend {
   virtual void mark(Phase phase) = 0;
   virtual PhaseTimes take_phase_times() = 0;
 
+  // Routed-expert counting (bench latency's decode floor reads the experts a step touched, not the
+  // uniform-routing expectation). While on, the MoE blocks report each layer's expert ids in layer order;
+  // take_touched_experts() waits for the device, returns the distinct experts of each reported layer
+  // since the last take, and starts over. The default reads the ids back to the host (a device round
+  // trip per layer); a backend may mark them on the device instead.
+  virtual void set_expert_counting(bool on);
+  bool expert_counting() const { return counting_experts_; }
+  virtual void count_experts(const int32_t* ids, int64_t n, int64_t n_experts);
+  virtual std::vector<int64_t> take_touched_experts();
+
   virtual void fill_random_normal(const RandomFillArgs& a) = 0;
   virtual void zero(void* dst, size_t bytes) = 0;
   // y[m, n] = x[m, k] · w[n, k]^T (+ bias[n])
@@ -171,6 +181,12 @@ class Backend {
   virtual void replay(int64_t id) { (void)id; }
   virtual void drop_captures() {}
   virtual uint64_t generation() const { return 0; }
+
+ protected:
+  bool counting_experts_ = false;
+
+ private:
+  std::vector<std::vector<uint8_t>> touched_;  // the default counting: [reported layer][expert]
 };
 
 // Element `i` of a weight array of the backend's weight dtype.

@@ -3,6 +3,9 @@
 // anything starts. Runs of several ranks are the mpi tier's (test_bench_mpi.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "apps/bench_output.h"
 #include "common/fixture.h"
 
@@ -38,7 +41,19 @@ TEST(BenchLatency, OneRankPrintsOneTableWithNoCommunication) {
     // One rank holds the whole model, so the floors are there.
     EXPECT_GT(res["decode_floor_ms"].get<double>(), 0.0) << res.dump(1);
     EXPECT_GT(res["prefill_pct_of_limit"].get<double>(), 0.0) << res.dump(1);
+    // The fixture routes each token to 2 distinct of 8 experts: a step of B tokens reads between 2 and
+    // min(8, 2B) experts a layer (exactly 2 at batch 1); uniform routing expects 8 (1 − (1 − 2/8)^B).
+    const auto B = res["batch"].get<double>();
+    ASSERT_TRUE(res["decode_experts_per_moe_layer"].is_number()) << res.dump(1);
+    const double counted = res["decode_experts_per_moe_layer"].get<double>();
+    EXPECT_GE(counted, 2.0) << res.dump(1);
+    EXPECT_LE(counted, std::min(8.0, 2.0 * B)) << res.dump(1);
+    if (B == 1) {
+      EXPECT_EQ(counted, 2.0) << res.dump(1);
+    }
+    EXPECT_NEAR(res["decode_experts_per_moe_layer_uniform"].get<double>(), 8.0 * (1.0 - std::pow(0.75, B)), 1e-9);
   }
+  EXPECT_NE(r.out.find("counted"), std::string::npos) << r.out;
   fs::remove(json);
 }
 

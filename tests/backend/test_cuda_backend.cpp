@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -346,6 +347,38 @@ TEST_F(CudaVsCpu, RoutingGatherScatter) {
     EXPECT_LE(rel_err(wts[1], wts[0]), 1e-5);
     EXPECT_EQ(gathered[1], gathered[0]);
     EXPECT_LE(rel_err(scattered[1], scattered[0]), 1e-5);
+  }
+}
+
+// Expert counting (bench latency's floor): the device marks and the host's default count the same distinct
+// experts per reported layer, equal to a std::set of the ids (out-of-range ids ignored); a take starts over,
+// and layers past the first buffer's size keep the rows marked before it grows.
+TEST_F(CudaVsCpu, CountsTheDistinctExpertsOfEachLayer) {
+  std::uniform_int_distribution<int32_t> id(-2, 390);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::vector<int32_t>> layers;
+    std::vector<int64_t> expected;
+    for (int64_t n : {1, 8, 64, 512, 3000, 0, 17}) {
+      for (int layer = 0; layer < 3; ++layer) {  // 21 layers of 384 experts: past the first 4096 bytes
+        std::vector<int32_t> ids(static_cast<size_t>(n));
+        for (auto& x : ids) x = id(rng_);
+        std::set<int32_t> distinct;
+        for (int32_t x : ids) {
+          if (x >= 0 && x < 384) distinct.insert(x);
+        }
+        expected.push_back(static_cast<int64_t>(distinct.size()));
+        layers.push_back(ids);
+      }
+    }
+    for (Backend* be : {cpu_.get(), gpu_.get()}) {
+      be->set_expert_counting(true);
+      Dev d(*be);
+      for (const auto& ids : layers)
+        be->count_experts(d.i32(ids.empty() ? std::vector<int32_t>{0} : ids), static_cast<int64_t>(ids.size()), 384);
+      EXPECT_EQ(be->take_touched_experts(), expected) << (be == cpu_.get() ? "cpu" : "cuda");
+      EXPECT_TRUE(be->take_touched_experts().empty());
+      be->set_expert_counting(false);
+    }
   }
 }
 

@@ -291,7 +291,10 @@ class CudaBackend final : public Backend {
     }
     cuda::mla_flash_attention(a, split, stream_);
   }
-  void indexer_topk(const IndexerTopkArgs& a) override { cuda::indexer_topk(a, stream_); }
+  void indexer_topk(const IndexerTopkArgs& a) override {
+    const int64_t keys = std::max<int64_t>(1, a.max_blocks * a.block_size);
+    cuda::indexer_topk(a, scratch_.get<float>(kIndexScores, cuda::indexer_score_tokens(a) * keys), stream_);
+  }
   void layer_norm(const float* x, WeightPtr weight, WeightPtr bias, float* y, int64_t rows, int64_t dim,
                   float eps) override {
     cuda::layer_norm(x, bf(weight), bf(bias), y, rows, dim, eps, stream_);
@@ -379,9 +382,50 @@ class CudaBackend final : public Backend {
     return c.tokens * c.top_k <= kSmallBatchPairs && cuda::moe_small_batch_supported(c);
   }
 
+  // Routed-expert counting on the device: one row of flags per reported layer, read back at the take.
+  void set_expert_counting(bool on) override {
+    counting_experts_ = on;
+    touched_layers_.clear();
+    if (touched_flags_)
+      check_cuda(cudaMemsetAsync(touched_flags_->data(), 0, touched_flags_->size(), stream_), "memset");
+  }
+  void count_experts(const int32_t* ids, int64_t n, int64_t n_experts) override {
+    const size_t offset = touched_used_bytes(), need = offset + static_cast<size_t>(n_experts);
+    if (!touched_flags_ || touched_flags_->size() < need) {  // grow, keeping the rows already marked
+      auto bigger = std::make_unique<CudaBuffer>(std::max(need, 2 * (touched_flags_ ? touched_flags_->size() : 4096)));
+      check_cuda(cudaMemsetAsync(bigger->data(), 0, bigger->size(), stream_), "memset");
+      if (offset > 0) copy_on_device(bigger->data(), touched_flags_->data(), offset);
+      synchronize();
+      touched_flags_ = std::move(bigger);
+    }
+    cuda::mark_experts(ids, n, static_cast<uint8_t*>(touched_flags_->data()) + offset, n_experts, stream_);
+    touched_layers_.push_back(n_experts);
+  }
+  std::vector<int64_t> take_touched_experts() override {
+    std::vector<uint8_t> flags(touched_used_bytes());
+    if (!flags.empty()) {
+      copy_to_host(flags.data(), touched_flags_->data(), flags.size());
+      check_cuda(cudaMemsetAsync(touched_flags_->data(), 0, flags.size(), stream_), "memset");
+    }
+    std::vector<int64_t> out;
+    size_t at = 0;
+    for (int64_t n : touched_layers_) {
+      out.push_back(std::count(flags.begin() + static_cast<std::ptrdiff_t>(at),
+                               flags.begin() + static_cast<std::ptrdiff_t>(at + static_cast<size_t>(n)), uint8_t{1}));
+      at += static_cast<size_t>(n);
+    }
+    touched_layers_.clear();
+    return out;
+  }
+  size_t touched_used_bytes() const {
+    size_t bytes = 0;
+    for (int64_t n : touched_layers_) bytes += static_cast<size_t>(n);
+    return bytes;
+  }
+
   // Slots of scratch_: the bf16 copy of a matrix-product input, the expert paths' intermediates and
   // the split attention's partials.
-  // kWideWeight: a quantised matrix widened to bf16 for cuBLAS.
+  // kWideWeight: a quantised matrix widened to bf16 for cuBLAS; kIndexScores: the sparse indexer's key scores.
   enum ScratchSlot : int {
     kXBf16 = 0,
     kMoeAct,
@@ -392,7 +436,8 @@ class CudaBackend final : public Backend {
     kMoeRoute,
     kMoeXBf16,
     kMoeActBf16,
-    kWideWeight
+    kWideWeight,
+    kIndexScores
   };
 
   int device_ = 0;
@@ -403,8 +448,10 @@ class CudaBackend final : public Backend {
   Scratch scratch_{*this};
   bool profiling_ = false;
   GroupedMoe grouped_moe_{*this};
-  std::vector<cudaEvent_t> events_;  // pool, reused across steps
-  std::vector<Phase> marks_;         // phase starting at events_[i]
+  std::vector<cudaEvent_t> events_;            // pool, reused across steps
+  std::vector<Phase> marks_;                   // phase starting at events_[i]
+  std::unique_ptr<CudaBuffer> touched_flags_;  // expert counting: [reported layer][expert] flags
+  std::vector<int64_t> touched_layers_;        // experts of each reported layer
 };
 
 }  // namespace

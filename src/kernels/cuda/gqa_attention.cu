@@ -48,7 +48,6 @@ __device__ __forceinline__ int kv_offset(int r, int c) {
   }
 }
 
-
 // Loads keys [k0, k0 + kTileKeys) of one kv head into a K and a V tile (all threads of the block);
 // keys at or past k_end are zero-filled, so that masked probabilities multiply zeros, not garbage.
 // The block-table entries of a thread's rows are all loaded before the first copy is issued, so that

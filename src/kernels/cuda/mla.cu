@@ -3,6 +3,7 @@
 // shared memory, as paged_attention; correctness against the CPU backend first, speed later.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda/device_utils.cuh"
@@ -81,26 +82,81 @@ __device__ __forceinline__ uint32_t ordered(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// One block per token: the index score of every visible key into shared memory, a radix select of the
-// top_k-th largest score, then a stable compaction that writes the chosen positions in ascending order
-// (keys equal to the threshold: the lowest positions first).
-__global__ void __launch_bounds__(kThreads) indexer_topk_kernel(IndexerTopkArgs p) {
+constexpr int kScoreKeys = 128;  // keys of one scoring block, one a thread
+constexpr int kHeadGroup = 32;   // heads whose dot products a thread holds at once
+
+// Block (chunk of 128 keys, token t0 + blockIdx.y): each thread scores one key, score_j = Σ_h weight_scale ·
+// head_weights[h] · relu(scale · q_h · k_j), with the token's queries and head weights staged in shared
+// memory (every thread reads the same word: a broadcast). Each dot product runs over d in order, as the CPU
+// sums it. A token whose keys all fit top_k needs no score.
+__global__ void __launch_bounds__(kScoreKeys)
+    indexer_scores_kernel(IndexerTopkArgs p, float* scores, int64_t stride, int64_t t0) {
+  extern __shared__ __align__(16) float q_s[];  // [n_heads][head_dim], then the head weights
+  const int64_t t = t0 + blockIdx.y, n_keys = static_cast<int64_t>(p.positions[t]) + 1;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kScoreKeys;
+  if (n_keys <= p.top_k || j0 >= n_keys) return;
+  const int64_t H = p.n_heads, D = p.head_dim;
+  float* w_s = q_s + H * D;
+  for (int64_t i = threadIdx.x; i < H * D; i += blockDim.x) q_s[i] = p.q[t * H * D + i];
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) w_s[i] = p.head_weights[t * H + i];
+  __syncthreads();
+  const int64_t j = j0 + threadIdx.x;
+  if (j >= n_keys) return;
+  const int32_t* table = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks;
+  const bf16_bits* key = bf16_storage(p.k_cache) + slot_of(table, p.block_size, j) * D;
+  float s = 0.0f;
+  for (int64_t h0 = 0; h0 < H; h0 += kHeadGroup) {
+    const int nh = static_cast<int>(min(int64_t(kHeadGroup), H - h0));
+    float acc[kHeadGroup] = {};
+    const float* q0 = q_s + h0 * D;
+    if (D % 8 == 0) {
+      for (int64_t d0 = 0; d0 < D; d0 += 8) {
+        float k8[8];
+        unpack8(*reinterpret_cast<const uint4*>(key + d0), k8);
+#pragma unroll
+        for (int h = 0; h < kHeadGroup; ++h) {
+          if (h >= nh) break;
+          const float4 a = *reinterpret_cast<const float4*>(q0 + h * D + d0);
+          const float4 b = *reinterpret_cast<const float4*>(q0 + h * D + d0 + 4);
+          acc[h] += a.x * k8[0];
+          acc[h] += a.y * k8[1];
+          acc[h] += a.z * k8[2];
+          acc[h] += a.w * k8[3];
+          acc[h] += b.x * k8[4];
+          acc[h] += b.y * k8[5];
+          acc[h] += b.z * k8[6];
+          acc[h] += b.w * k8[7];
+        }
+      }
+    } else {
+      for (int64_t d = 0; d < D; ++d) {
+        const float kd = bf(key[d]);
+#pragma unroll
+        for (int h = 0; h < kHeadGroup; ++h) {
+          if (h < nh) acc[h] += q0[h * D + d] * kd;
+        }
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < kHeadGroup; ++h) {
+      if (h < nh) s += w_s[h0 + h] * p.weight_scale * fmaxf(0.0f, acc[h] * p.scale);
+    }
+  }
+  scores[(t - t0) * stride + j] = s + 0.0f;  // -0 → +0, as on the CPU
+}
+
+// One block per token t0 + blockIdx.x: its keys' scores into shared memory, a radix select of the top_k-th
+// largest score, then a stable compaction that writes the chosen positions in ascending order (keys
+// equal to the threshold: the lowest positions first).
+__global__ void __launch_bounds__(kThreads)
+    indexer_select_kernel(IndexerTopkArgs p, const float* all_scores, int64_t stride, int64_t t0) {
   extern __shared__ float scores[];
   __shared__ uint32_t hist[256];
   __shared__ uint32_t s_prefix, s_remaining;
   __shared__ int32_t below_gt[kThreads], below_eq[kThreads];
-  const int64_t t = blockIdx.x, n_keys = static_cast<int64_t>(p.positions[t]) + 1;
-  const int32_t* table = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks;
-  for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) {
-    const bf16_bits* key = bf16_storage(p.k_cache) + slot_of(table, p.block_size, j) * p.head_dim;
-    float s = 0.0f;
-    for (int64_t h = 0; h < p.n_heads; ++h) {
-      const float* q = p.q + (t * p.n_heads + h) * p.head_dim;
-      float dot = 0.0f;
-      for (int64_t d = 0; d < p.head_dim; ++d) dot += q[d] * bf(key[d]);
-      s += p.head_weights[t * p.n_heads + h] * p.weight_scale * fmaxf(0.0f, dot * p.scale);
-    }
-    scores[j] = s + 0.0f;  // -0 → +0, as on the CPU
+  const int64_t t = t0 + blockIdx.x, n_keys = static_cast<int64_t>(p.positions[t]) + 1;
+  if (n_keys > p.top_k) {
+    for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) scores[j] = all_scores[(t - t0) * stride + j];
   }
   __syncthreads();
   int32_t* out = p.key_positions + t * p.top_k;
@@ -196,13 +252,29 @@ void mla_attention(const MlaAttentionArgs& p, cudaStream_t s) {
   check_launch("mla_attention");
 }
 
-void indexer_topk(const IndexerTopkArgs& p, cudaStream_t s) {
+int64_t indexer_score_tokens(const IndexerTopkArgs& p) {
+  // Tokens scored at once: 16 M scores (64 MB) at most, at least one token.
+  const int64_t keys = std::max<int64_t>(1, p.max_blocks * p.block_size);
+  return std::max<int64_t>(1, std::min<int64_t>(p.tokens, (int64_t(16) << 20) / keys));
+}
+
+void indexer_topk(const IndexerTopkArgs& p, float* scores, cudaStream_t s) {
   if (p.tokens == 0) return;
-  const size_t smem = static_cast<size_t>(p.max_blocks * p.block_size) * sizeof(float);
+  const int64_t keys = p.max_blocks * p.block_size, chunk = indexer_score_tokens(p);
+  const size_t smem = static_cast<size_t>(keys) * sizeof(float);
   static size_t configured = 48 * 1024 - 2 * kThreads * sizeof(int32_t) - 256 * sizeof(uint32_t) - 64;
-  allow_shared_memory(indexer_topk_kernel, "indexer_topk", smem, configured);
-  indexer_topk_kernel<<<static_cast<unsigned>(p.tokens), kThreads, smem, s>>>(p);
-  check_launch("indexer_topk");
+  allow_shared_memory(indexer_select_kernel, "indexer_topk", smem, configured);
+  const size_t q_smem = static_cast<size_t>(p.n_heads * (p.head_dim + 1)) * sizeof(float);
+  static size_t q_configured = 48 * 1024;
+  allow_shared_memory(indexer_scores_kernel, "indexer_scores", q_smem, q_configured);
+  for (int64_t t0 = 0; t0 < p.tokens; t0 += chunk) {
+    const int64_t n = std::min(chunk, p.tokens - t0);
+    const dim3 grid(static_cast<unsigned>((keys + kScoreKeys - 1) / kScoreKeys), static_cast<unsigned>(n));
+    indexer_scores_kernel<<<grid, kScoreKeys, q_smem, s>>>(p, scores, keys, t0);
+    check_launch("indexer_scores");
+    indexer_select_kernel<<<static_cast<unsigned>(n), kThreads, smem, s>>>(p, scores, keys, t0);
+    check_launch("indexer_topk");
+  }
 }
 
 }  // namespace sy::cuda

@@ -92,7 +92,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_flash_kernel(MlaAttentionArgs
   const int64_t pos = p.positions[t];
   const int32_t* table = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks;
   const int32_t* chosen = p.key_positions ? p.key_positions + t * p.n_selected : nullptr;
-  const int64_t n_keys = chosen ? p.n_selected : pos + 1;
+  // The indexer keeps min(n_selected, pos + 1) keys and pads its list with -1 past them.
+  const int64_t n_keys = chosen ? min(p.n_selected, pos + 1) : pos + 1;
   const int64_t all_tiles = (n_keys + kTileKeys - 1) / kTileKeys;
   const int64_t per_split = (all_tiles + sp.splits - 1) / sp.splits;
   const int64_t tile0 = split * per_split, tile1 = min(all_tiles, tile0 + per_split);

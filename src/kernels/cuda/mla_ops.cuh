@@ -18,6 +18,8 @@ void mla_attention(const MlaAttentionArgs& a, cudaStream_t s);
 bool mla_flash_supported(int64_t kv_lora_rank, int64_t rope_dim);
 int64_t mla_flash_splits(int64_t tokens, int64_t n_heads, int64_t max_keys);
 void mla_flash_attention(const MlaAttentionArgs& a, const AttentionSplit& split, cudaStream_t s);
-void indexer_topk(const IndexerTopkArgs& a, cudaStream_t s);
+// The indexer's scores go through `scores`: [indexer_score_tokens(a), max_blocks · block_size] floats.
+int64_t indexer_score_tokens(const IndexerTopkArgs& a);
+void indexer_topk(const IndexerTopkArgs& a, float* scores, cudaStream_t s);
 
 }  // namespace sy::cuda

@@ -142,6 +142,8 @@ void moe_grouped_combine(const MoeExpertsArgs& a, const MoeGroupedScratch& g, cu
 // token up to 512 experts, one thread per token beyond).
 void softmax_topk(const SoftmaxTopkArgs& a, cudaStream_t s);
 void grouped_topk(const GroupedTopkArgs& a, cudaStream_t s);
+// flags[ids[i]] = 1 for every id in [0, n_experts) (bench latency's count of the experts a step touched).
+void mark_experts(const int32_t* ids, int64_t n, uint8_t* flags, int64_t n_experts, cudaStream_t s);
 void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim, cudaStream_t s);
 void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n, int64_t dim,
                       cudaStream_t s);

@@ -252,7 +252,20 @@ __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* we
   }
 }
 
+__global__ void mark_experts_kernel(const int32_t* ids, int64_t n, uint8_t* flags, int64_t n_experts) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int32_t e = ids[i];
+  if (e >= 0 && e < n_experts) flags[e] = 1;
+}
+
 }  // namespace
+
+void mark_experts(const int32_t* ids, int64_t n, uint8_t* flags, int64_t n_experts, cudaStream_t s) {
+  if (n == 0) return;
+  mark_experts_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(ids, n, flags, n_experts);
+  check_launch("mark_experts");
+}
 
 void grouped_topk(const GroupedTopkArgs& a, cudaStream_t s) {
   if (a.tokens == 0) return;

@@ -147,6 +147,7 @@ void route(Backend& be, Scratch& scratch, const MoeConfig& c, const MoeWeights& 
                        .scaling = c.routed_scaling_factor});
       break;
   }
+  if (be.expert_counting()) be.count_experts(ids, T * K, c.n_experts);
 }
 }  // namespace
 
