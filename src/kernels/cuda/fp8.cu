@@ -42,16 +42,20 @@ __device__ __forceinline__ void apply_fp8_chunks(const uint4 (&u)[R], const floa
   }
 }
 
-// Each warp owns R consecutive output rows and streams them together, chunk by chunk: more tokens reuse
-// each x chunk over more rows (the x reads, not the weights, bound a one-row warp from a few tokens on).
+// Each group of `split` warps (1, 2, 4 or 8) owns R consecutive output rows and streams them together, chunk
+// by chunk, each warp every split-th 32-chunk stretch (their sums meet in shared memory, added in slice
+// order): more tokens reuse each x chunk over more rows (the x reads, not the weights, bound a one-row warp
+// from a few tokens on), and few rows still put enough loads in flight.
 template <int MT, int R>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_fp8_kernel(const bf16_bits* __restrict__ x, const uint4* __restrict__ w, QuantView q,
-                    const bf16_bits* __restrict__ bias, float* __restrict__ y, int m, int64_t n, int64_t k) {
+                    const bf16_bits* __restrict__ bias, float* __restrict__ y, int m, int64_t n, int64_t k, int split) {
+  __shared__ float part[kWarps][R][MT];
   pdl_launch_dependents();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
-  const int per_row = static_cast<int>(k / 16);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slice = warp % split;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / split) + warp / split) * R;
+  const int per_row = row0 < n ? static_cast<int>(k / 16) : 0;
+  const int first = 32 * slice + lane, stride = 32 * split;
   const int chunks_per_block = static_cast<int>(q.block_cols / 16);
   const uint4* wr[R];
   const float* sr[R];
@@ -72,10 +76,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   float pre_s[kPrefetch][R];
 #pragma unroll
   for (int j = 0; j < kPrefetch; ++j) {
-    if (lane + 32 * j < per_row) load(lane + 32 * j, pre[j], pre_s[j]);
+    if (first + stride * j < per_row) load(first + stride * j, pre[j], pre_s[j]);
   }
   pdl_wait();
-  if (row0 >= n) return;
   float acc[R][MT];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -83,9 +86,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int t = 0; t < MT; ++t) acc[r][t] = 0.0f;
 #pragma unroll
   for (int j = 0; j < kPrefetch; ++j) {
-    if (lane + 32 * j < per_row) apply_fp8_chunks<MT, R>(pre[j], pre_s[j], x, m, k, lane + 32 * j, acc);
+    if (first + stride * j < per_row) apply_fp8_chunks<MT, R>(pre[j], pre_s[j], x, m, k, first + stride * j, acc);
   }
-  for (int c = lane + 32 * kPrefetch; c < per_row; c += 32) {
+  for (int c = first + stride * kPrefetch; c < per_row; c += stride) {
     uint4 u[R];
     float s[R];
     load(c, u, s);
@@ -98,18 +101,33 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int t = 0; t < MT; ++t) {
       if (t >= m) break;
       const float v = warp_sum(acc[r][t]);
-      if (lane == 0 && row < n) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
+      if (split == 1) {
+        if (lane == 0 && row < n) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
+      } else if (lane == 0) {
+        part[warp][r][t] = v;
+      }
     }
   }
+  if (split == 1) return;
+  __syncthreads();
+  if (slice != 0 || lane >= R * MT) return;
+  const int r = lane / MT, t = lane % MT;
+  const int64_t row = row0 + r;
+  if (t >= m || row >= n) return;
+  float v = 0.0f;
+  for (int sl = 0; sl < split; ++sl) v += part[warp + sl][r][t];
+  y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
 }
 
 template <int MT, int R>
 void launch(const bf16_bits* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
             int64_t n, int64_t k, cudaStream_t s) {
-  const int64_t rows_per_block = int64_t(kWarps) * R;
+  int split = 1;  // about 32 warps a multiprocessor of an H200 (132 of them)
+  while (split < kWarps && (n + R - 1) / R * split < 132 * 32) split *= 2;
+  const int64_t rows_per_block = int64_t(kWarps / split) * R;
   launch_pdl(gemv_fp8_kernel<MT, R>, dim3(static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block)),
              dim3(kWarps * 32), 0, s, "gemv_fp8", x, reinterpret_cast<const uint4*>(w), q, bias, y, static_cast<int>(m),
-             n, k);
+             n, k, split);
 }
 
 // One thread per 16 weights: one 16-byte load, two 16-byte stores.

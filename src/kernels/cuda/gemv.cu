@@ -1,5 +1,5 @@
-// Small-batch matrix products y[m, n] = x[m, k] · w[n, k]^T (+ bias) for m <= 16: one warp per output
-// row streams that row of weights once with 16-byte loads and applies it to every token, so the
+// Small-batch matrix products y[m, n] = x[m, k] · w[n, k]^T (+ bias) for m <= 16: one warp (or a few, for
+// few rows) per output row streams that row of weights once with 16-byte loads and applies it to every token, so the
 // weights are read once at close to full bandwidth (cuBLAS tiles leave most SMs idle at m = 1).
 // bf16 weights: x is rounded to bf16 first, as on the cuBLAS path, so both paths compute the same
 // products. fp32 weights (routers): fp32 products and sums throughout.
@@ -50,40 +50,61 @@ __device__ __forceinline__ void apply_chunk(const float4& wv, const float* __res
 template <typename Chunk>
 constexpr int64_t kPerChunk = std::is_same_v<Chunk, uint4> ? 8 : 4;
 
-// One warp per output row, WARPS rows per block. Chunk is uint4 (bf16 weights, x rounded to bf16, optional
-// bf16 bias) or float4 (fp32 weights, fp32 throughout, no bias).
+// `split` warps per output row (1, 2, 4 or 8: WARPS / split rows per block), each streaming every split-th
+// 32-chunk stretch of the row; their sums meet in shared memory, added in slice order. A few rows (a
+// latent projection, a router) thus still put enough loads in flight to stream at full bandwidth. Chunk is
+// uint4 (bf16 weights, x rounded to bf16, optional bf16 bias) or float4 (fp32 weights, fp32 throughout, no
+// bias).
 template <int MT, int WARPS, typename Chunk>
 __global__ void __launch_bounds__(WARPS * 32)
     gemv_kernel(const float* __restrict__ x, const Chunk* __restrict__ w, const bf16_bits* __restrict__ bias,
-                float* __restrict__ y, int64_t m, int64_t n, int64_t k) {
+                float* __restrict__ y, int64_t m, int64_t n, int64_t k, int split) {
+  __shared__ float part[WARPS][MT];
   pdl_launch_dependents();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * WARPS + warp;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slice = warp % split;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (WARPS / split) + warp / split;
   const int64_t per_row = k / kPerChunk<Chunk>;
   const int64_t chunks = row < n ? per_row : 0;
+  const int64_t first = 32 * slice + lane, stride = 32 * split;
   const Chunk* wr = w + row * per_row;
   Chunk pre[kPrefetch] = {};
 #pragma unroll
   for (int j = 0; j < kPrefetch; ++j) {
-    if (lane + 32 * j < chunks) pre[j] = __ldg(wr + lane + 32 * j);
+    if (first + stride * j < chunks) pre[j] = __ldg(wr + first + stride * j);
   }
   pdl_wait();
-  if (row >= n) return;
   float acc[MT];
 #pragma unroll
   for (int t = 0; t < MT; ++t) acc[t] = 0.0f;
 #pragma unroll
   for (int j = 0; j < kPrefetch; ++j) {
-    if (lane + 32 * j < chunks) apply_chunk<MT>(pre[j], x, m, k, lane + 32 * j, acc);
+    if (first + stride * j < chunks) apply_chunk<MT>(pre[j], x, m, k, first + stride * j, acc);
   }
 #pragma unroll 4
-  for (int64_t c = lane + 32 * kPrefetch; c < chunks; c += 32) apply_chunk<MT>(__ldg(wr + c), x, m, k, c, acc);
+  for (int64_t c = first + stride * kPrefetch; c < chunks; c += stride) apply_chunk<MT>(__ldg(wr + c), x, m, k, c, acc);
 #pragma unroll
   for (int t = 0; t < MT; ++t) {
     if (t >= m) break;
     const float v = warp_sum(acc[t]);
-    if (lane == 0) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
+    if (split == 1) {
+      if (lane == 0 && row < n) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
+    } else if (lane == 0) {
+      part[warp][t] = v;
+    }
   }
+  if (split == 1) return;
+  __syncthreads();
+  if (slice != 0 || lane >= MT || lane >= m || row >= n) return;
+  float v = 0.0f;
+  for (int s = 0; s < split; ++s) v += part[warp + s][lane];
+  y[lane * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
+}
+
+// Warps per row: the fewest that give about 32 warps a multiprocessor on an H200 (132 of them).
+int split_for(int64_t n, int warps) {
+  int split = 1;
+  while (split < warps && n * split < 132 * 32) split *= 2;
+  return split;
 }
 
 // Four warps per block for fp32 weights: a router's few rows spread over more SMs.
@@ -92,15 +113,17 @@ constexpr int kF32Warps = 4;
 template <int MT>
 void launch(const float* x, const bf16_bits* w, const bf16_bits* bias, float* y, int64_t m, int64_t n, int64_t k,
             cudaStream_t s) {
-  launch_pdl(gemv_kernel<MT, kWarps, uint4>, dim3(static_cast<unsigned>((n + kWarps - 1) / kWarps)), dim3(kWarps * 32),
-             0, s, "gemv", x, reinterpret_cast<const uint4*>(w), bias, y, m, n, k);
+  const int split = split_for(n, kWarps), rows = kWarps / split;
+  launch_pdl(gemv_kernel<MT, kWarps, uint4>, dim3(static_cast<unsigned>((n + rows - 1) / rows)), dim3(kWarps * 32), 0,
+             s, "gemv", x, reinterpret_cast<const uint4*>(w), bias, y, m, n, k, split);
 }
 
 template <int MT>
 void launch_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
-  launch_pdl(gemv_kernel<MT, kF32Warps, float4>, dim3(static_cast<unsigned>((n + kF32Warps - 1) / kF32Warps)),
+  const int split = split_for(n, kF32Warps), rows = kF32Warps / split;
+  launch_pdl(gemv_kernel<MT, kF32Warps, float4>, dim3(static_cast<unsigned>((n + rows - 1) / rows)),
              dim3(kF32Warps * 32), 0, s, "gemv_f32", x, reinterpret_cast<const float4*>(w),
-             static_cast<const bf16_bits*>(nullptr), y, m, n, k);
+             static_cast<const bf16_bits*>(nullptr), y, m, n, k, split);
 }
 
 }  // namespace

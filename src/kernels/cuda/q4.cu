@@ -16,21 +16,34 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kPrefetch = 2;  // 16-byte chunks per lane and row in flight before the wait
 
-// acc[r][t] += Σ_j w_r[j] · x[t, c*32 + j] for the 32 weights of chunk c of each of the warp's R rows.
+// Largest x staged in shared memory by the GEMV (m · k bf16); past it lanes read x from global memory.
+constexpr size_t kMaxStagedX = 64 * 1024;
+
+// acc[r][t] += Σ_j w_r[j] · x[t, c*32 + j] for the 32 weights of chunk c of each of the warp's R rows; x from
+// global memory, or (x_s) staged as bf16 pairs, pair q2 of chunk c of token t at word (t·16 + q2)·chunks + c.
 template <WeightFormat F, int MT, int R>
 __device__ __forceinline__ void apply_q4_chunks(const uint4 (&u)[R], const float2 (&scale)[R],
-                                                const bf16_bits* __restrict__ x, int m, int64_t k, int64_t c,
-                                                float (&acc)[R][MT]) {
+                                                const bf16_bits* __restrict__ x, const uint32_t* x_s, int64_t chunks,
+                                                int m, int64_t k, int64_t c, float (&acc)[R][MT]) {
   float wf[R][32];
 #pragma unroll
   for (int r = 0; r < R; ++r) unpack32_q4<F>(u[r], scale[r], wf[r]);
 #pragma unroll
   for (int t = 0; t < MT; ++t) {
     if (t >= m) break;
-    const uint4* xp = reinterpret_cast<const uint4*>(x + t * k + c * 32);
     float xf[32];
+    if (x_s != nullptr) {
 #pragma unroll
-    for (int q = 0; q < 4; ++q) unpack8(xp[q], xf + 8 * q);
+      for (int q2 = 0; q2 < 16; ++q2) {
+        const uint32_t pair = x_s[(t * 16 + q2) * chunks + c];
+        xf[2 * q2] = __uint_as_float(pair << 16);
+        xf[2 * q2 + 1] = __uint_as_float(pair & 0xffff0000u);
+      }
+    } else {
+      const uint4* xp = reinterpret_cast<const uint4*>(x + t * k + c * 32);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) unpack8(xp[q], xf + 8 * q);
+    }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       float s = 0.0f;
@@ -41,14 +54,20 @@ __device__ __forceinline__ void apply_q4_chunks(const uint4 (&u)[R], const float
   }
 }
 
-template <WeightFormat F, int MT, int R>
+// `split` warps (1, 2, 4 or 8) per group of R rows, each streaming every split-th 32-chunk stretch; their sums
+// meet in shared memory, added in slice order. kStaged: x is first staged in shared memory (a lane's 32
+// weights need 64 bytes of x, which from global memory cost more L1 traffic than the weights themselves).
+template <WeightFormat F, int MT, int R, bool kStaged>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_q4_kernel(const bf16_bits* __restrict__ x, const uint4* __restrict__ w, QuantView q,
-                   const bf16_bits* __restrict__ bias, float* __restrict__ y, int m, int64_t n, int64_t k) {
+                   const bf16_bits* __restrict__ bias, float* __restrict__ y, int m, int64_t n, int64_t k, int split) {
+  extern __shared__ uint32_t x_s[];
+  __shared__ float part[kWarps][R][MT];
   pdl_launch_dependents();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
-  const int per_row = static_cast<int>(k / 32);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slice = warp % split;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / split) + warp / split) * R;
+  const int64_t per_row = k / 32, chunks = row0 < n ? per_row : 0;
+  const int64_t first = 32 * slice + lane, stride = 32 * split;
   const uint4* wr[R];
   Q4Row sr[R];
 #pragma unroll
@@ -57,7 +76,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     wr[r] = w + row * per_row;
     sr[r] = q4_row<F>(q, 0, n, row);
   }
-  const auto load = [&](int c, uint4(&u)[R], float2(&s)[R]) {
+  const auto load = [&](int64_t c, uint4(&u)[R], float2(&s)[R]) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       u[r] = __ldg(wr[r] + c);
@@ -68,10 +87,22 @@ __global__ void __launch_bounds__(kWarps * 32)
   float2 pre_s[kPrefetch][R];
 #pragma unroll
   for (int j = 0; j < kPrefetch; ++j) {
-    if (lane + 32 * j < per_row) load(lane + 32 * j, pre[j], pre_s[j]);
+    if (first + stride * j < chunks) load(first + stride * j, pre[j], pre_s[j]);
   }
   pdl_wait();
-  if (row0 >= n) return;
+  if constexpr (kStaged) {
+    for (int64_t i = threadIdx.x; i < m * k / 8; i += blockDim.x) {
+      const uint4 v = reinterpret_cast<const uint4*>(x)[i];
+      const int64_t t = 8 * i / k, h = 8 * i % k, c = h / 32, q2 = h % 32 / 2;
+      uint32_t* dst = x_s + (t * 16 + q2) * per_row + c;
+      dst[0] = v.x;
+      dst[per_row] = v.y;
+      dst[2 * per_row] = v.z;
+      dst[3 * per_row] = v.w;
+    }
+    __syncthreads();
+  }
+  const uint32_t* xs = kStaged ? x_s : nullptr;
   float acc[R][MT];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -79,33 +110,63 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int t = 0; t < MT; ++t) acc[r][t] = 0.0f;
 #pragma unroll
   for (int j = 0; j < kPrefetch; ++j) {
-    if (lane + 32 * j < per_row) apply_q4_chunks<F, MT, R>(pre[j], pre_s[j], x, m, k, lane + 32 * j, acc);
+    if (first + stride * j < chunks) {
+      apply_q4_chunks<F, MT, R>(pre[j], pre_s[j], x, xs, per_row, m, k, first + stride * j, acc);
+    }
   }
-  for (int c = lane + 32 * kPrefetch; c < per_row; c += 32) {
+  for (int64_t c = first + stride * kPrefetch; c < chunks; c += stride) {
     uint4 u[R];
     float2 s[R];
     load(c, u, s);
-    apply_q4_chunks<F, MT, R>(u, s, x, m, k, c, acc);
+    apply_q4_chunks<F, MT, R>(u, s, x, xs, per_row, m, k, c, acc);
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const int64_t row = row0 + r;
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
       if (t >= m) break;
       const float v = warp_sum(acc[r][t]);
-      if (lane == 0 && row < n) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
+      const int64_t row = row0 + r;
+      if (split == 1) {
+        if (lane == 0 && row < n) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
+      } else if (lane == 0) {
+        part[warp][r][t] = v;
+      }
     }
   }
+  if (split == 1) return;
+  __syncthreads();
+  if (slice != 0 || lane >= R * MT) return;
+  const int r = lane / MT, t = lane % MT;
+  const int64_t row = row0 + r;
+  if (t >= m || row >= n) return;
+  float v = 0.0f;
+  for (int sl = 0; sl < split; ++sl) v += part[warp + sl][r][t];
+  y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
 }
 
 template <WeightFormat F, int MT, int R>
 void launch(const bf16_bits* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
             int64_t n, int64_t k, cudaStream_t s) {
-  const int64_t rows_per_block = int64_t(kWarps) * R;
-  launch_pdl(gemv_q4_kernel<F, MT, R>, dim3(static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block)),
-             dim3(kWarps * 32), 0, s, "gemv_q4", x, reinterpret_cast<const uint4*>(w), q, bias, y, static_cast<int>(m),
-             n, k);
+  int split = 1;  // about 32 warps a multiprocessor of an H200 (132 of them)
+  while (split < kWarps && (n + R - 1) / R * split < 132 * 32) split *= 2;
+  const int64_t rows_per_block = int64_t(kWarps / split) * R;
+  const dim3 grid(static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block));
+  const size_t staged = static_cast<size_t>(m * k) * sizeof(bf16_bits);
+  if (staged <= kMaxStagedX) {
+    static bool configured = false;
+    if (!configured) {
+      check_cuda(cudaFuncSetAttribute(gemv_q4_kernel<F, MT, R, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kMaxStagedX)),
+                 "cudaFuncSetAttribute(gemv_q4)");
+      configured = true;
+    }
+    launch_pdl(gemv_q4_kernel<F, MT, R, true>, grid, dim3(kWarps * 32), staged, s, "gemv_q4", x,
+               reinterpret_cast<const uint4*>(w), q, bias, y, static_cast<int>(m), n, k, split);
+  } else {
+    launch_pdl(gemv_q4_kernel<F, MT, R, false>, grid, dim3(kWarps * 32), 0, s, "gemv_q4", x,
+               reinterpret_cast<const uint4*>(w), q, bias, y, static_cast<int>(m), n, k, split);
+  }
 }
 
 template <WeightFormat F>
