@@ -81,6 +81,16 @@ __device__ __forceinline__ int64_t slot_of(const int32_t* table, int64_t block_s
   return static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size;
 }
 
+// Warps per group of `rows_per_warp` GEMV rows (1, 2, 4 or 8, at most `warps`): the fewest that give about 32
+// warps a multiprocessor of an H200 (132 of them), so that a product with few rows still streams at full
+// bandwidth.
+inline int gemv_split(int64_t rows, int64_t rows_per_warp, int warps) {
+  const int64_t groups = (rows + rows_per_warp - 1) / rows_per_warp;
+  int split = 1;
+  while (split < warps && groups * split < 132 * 32) split *= 2;
+  return split;
+}
+
 // Programmatic dependent launch (sm_90). A kernel started by launch_pdl may begin while its
 // predecessor on the stream is still running: everything before pdl_wait() must read only memory no
 // earlier op of the step writes (weights), and nothing may be written before it. pdl_wait() returns once

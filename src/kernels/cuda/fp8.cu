@@ -46,10 +46,10 @@ __device__ __forceinline__ void apply_fp8_chunks(const uint4 (&u)[R], const floa
 // by chunk, each warp every split-th 32-chunk stretch (their sums meet in shared memory, added in slice
 // order): more tokens reuse each x chunk over more rows (the x reads, not the weights, bound a one-row warp
 // from a few tokens on), and few rows still put enough loads in flight.
-template <int MT, int R>
+template <int MT, int R, int split>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_fp8_kernel(const bf16_bits* __restrict__ x, const uint4* __restrict__ w, QuantView q,
-                    const bf16_bits* __restrict__ bias, float* __restrict__ y, int m, int64_t n, int64_t k, int split) {
+                    const bf16_bits* __restrict__ bias, float* __restrict__ y, int m, int64_t n, int64_t k) {
   __shared__ float part[kWarps][R][MT];
   pdl_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slice = warp % split;
@@ -101,14 +101,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int t = 0; t < MT; ++t) {
       if (t >= m) break;
       const float v = warp_sum(acc[r][t]);
-      if (split == 1) {
+      if constexpr (split == 1) {
         if (lane == 0 && row < n) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
       } else if (lane == 0) {
         part[warp][r][t] = v;
       }
     }
   }
-  if (split == 1) return;
+  if constexpr (split == 1) return;
   __syncthreads();
   if (slice != 0 || lane >= R * MT) return;
   const int r = lane / MT, t = lane % MT;
@@ -119,15 +119,28 @@ __global__ void __launch_bounds__(kWarps * 32)
   y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
 }
 
+template <int MT, int R, int SPLIT>
+void launch_split(const bf16_bits* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
+                  int64_t n, int64_t k, cudaStream_t s) {
+  constexpr int64_t rows_per_block = int64_t(kWarps / SPLIT) * R;
+  launch_pdl(gemv_fp8_kernel<MT, R, SPLIT>, dim3(static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block)),
+             dim3(kWarps * 32), 0, s, "gemv_fp8", x, reinterpret_cast<const uint4*>(w), q, bias, y, static_cast<int>(m),
+             n, k);
+}
+
 template <int MT, int R>
 void launch(const bf16_bits* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
             int64_t n, int64_t k, cudaStream_t s) {
-  int split = 1;  // about 32 warps a multiprocessor of an H200 (132 of them)
-  while (split < kWarps && (n + R - 1) / R * split < 132 * 32) split *= 2;
-  const int64_t rows_per_block = int64_t(kWarps / split) * R;
-  launch_pdl(gemv_fp8_kernel<MT, R>, dim3(static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block)),
-             dim3(kWarps * 32), 0, s, "gemv_fp8", x, reinterpret_cast<const uint4*>(w), q, bias, y, static_cast<int>(m),
-             n, k, split);
+  switch (gemv_split(n, R, kWarps)) {
+    case 1:
+      return launch_split<MT, R, 1>(x, w, q, bias, y, m, n, k, s);
+    case 2:
+      return launch_split<MT, R, 2>(x, w, q, bias, y, m, n, k, s);
+    case 4:
+      return launch_split<MT, R, 4>(x, w, q, bias, y, m, n, k, s);
+    default:
+      return launch_split<MT, R, 8>(x, w, q, bias, y, m, n, k, s);
+  }
 }
 
 // One thread per 16 weights: one 16-byte load, two 16-byte stores.

@@ -55,10 +55,10 @@ constexpr int64_t kPerChunk = std::is_same_v<Chunk, uint4> ? 8 : 4;
 // latent projection, a router) thus still put enough loads in flight to stream at full bandwidth. Chunk is
 // uint4 (bf16 weights, x rounded to bf16, optional bf16 bias) or float4 (fp32 weights, fp32 throughout, no
 // bias).
-template <int MT, int WARPS, typename Chunk>
+template <int MT, int WARPS, typename Chunk, int split>
 __global__ void __launch_bounds__(WARPS * 32)
     gemv_kernel(const float* __restrict__ x, const Chunk* __restrict__ w, const bf16_bits* __restrict__ bias,
-                float* __restrict__ y, int64_t m, int64_t n, int64_t k, int split) {
+                float* __restrict__ y, int64_t m, int64_t n, int64_t k) {
   __shared__ float part[WARPS][MT];
   pdl_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slice = warp % split;
@@ -86,13 +86,13 @@ __global__ void __launch_bounds__(WARPS * 32)
   for (int t = 0; t < MT; ++t) {
     if (t >= m) break;
     const float v = warp_sum(acc[t]);
-    if (split == 1) {
+    if constexpr (split == 1) {
       if (lane == 0 && row < n) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
     } else if (lane == 0) {
       part[warp][t] = v;
     }
   }
-  if (split == 1) return;
+  if constexpr (split == 1) return;
   __syncthreads();
   if (slice != 0 || lane >= MT || lane >= m || row >= n) return;
   float v = 0.0f;
@@ -100,30 +100,42 @@ __global__ void __launch_bounds__(WARPS * 32)
   y[lane * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
 }
 
-// Warps per row: the fewest that give about 32 warps a multiprocessor on an H200 (132 of them).
-int split_for(int64_t n, int warps) {
-  int split = 1;
-  while (split < warps && n * split < 132 * 32) split *= 2;
-  return split;
-}
-
 // Four warps per block for fp32 weights: a router's few rows spread over more SMs.
 constexpr int kF32Warps = 4;
+
+template <int MT, int WARPS, typename Chunk, int SPLIT, typename W>
+void launch_split(const float* x, const W* w, const bf16_bits* bias, float* y, int64_t m, int64_t n, int64_t k,
+                  cudaStream_t s, const char* name) {
+  constexpr int rows = WARPS / SPLIT;
+  launch_pdl(gemv_kernel<MT, WARPS, Chunk, SPLIT>, dim3(static_cast<unsigned>((n + rows - 1) / rows)), dim3(WARPS * 32),
+             0, s, name, x, reinterpret_cast<const Chunk*>(w), bias, y, m, n, k);
+}
+
+// The split is a template argument: one warp per row keeps the constant stride of the plain kernel.
+template <int MT, int WARPS, typename Chunk, typename W>
+void launch_any(const float* x, const W* w, const bf16_bits* bias, float* y, int64_t m, int64_t n, int64_t k,
+                cudaStream_t s, const char* name) {
+  switch (gemv_split(n, 1, WARPS)) {
+    case 1:
+      return launch_split<MT, WARPS, Chunk, 1>(x, w, bias, y, m, n, k, s, name);
+    case 2:
+      return launch_split<MT, WARPS, Chunk, 2>(x, w, bias, y, m, n, k, s, name);
+    case 4:
+      return launch_split<MT, WARPS, Chunk, 4>(x, w, bias, y, m, n, k, s, name);
+    default:
+      return launch_split<MT, WARPS, Chunk, WARPS>(x, w, bias, y, m, n, k, s, name);
+  }
+}
 
 template <int MT>
 void launch(const float* x, const bf16_bits* w, const bf16_bits* bias, float* y, int64_t m, int64_t n, int64_t k,
             cudaStream_t s) {
-  const int split = split_for(n, kWarps), rows = kWarps / split;
-  launch_pdl(gemv_kernel<MT, kWarps, uint4>, dim3(static_cast<unsigned>((n + rows - 1) / rows)), dim3(kWarps * 32), 0,
-             s, "gemv", x, reinterpret_cast<const uint4*>(w), bias, y, m, n, k, split);
+  launch_any<MT, kWarps, uint4>(x, w, bias, y, m, n, k, s, "gemv");
 }
 
 template <int MT>
 void launch_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
-  const int split = split_for(n, kF32Warps), rows = kF32Warps / split;
-  launch_pdl(gemv_kernel<MT, kF32Warps, float4>, dim3(static_cast<unsigned>((n + rows - 1) / rows)),
-             dim3(kF32Warps * 32), 0, s, "gemv_f32", x, reinterpret_cast<const float4*>(w),
-             static_cast<const bf16_bits*>(nullptr), y, m, n, k, split);
+  launch_any<MT, kF32Warps, float4>(x, w, static_cast<const bf16_bits*>(nullptr), y, m, n, k, s, "gemv_f32");
 }
 
 }  // namespace

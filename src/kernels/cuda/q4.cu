@@ -57,10 +57,10 @@ __device__ __forceinline__ void apply_q4_chunks(const uint4 (&u)[R], const float
 // `split` warps (1, 2, 4 or 8) per group of R rows, each streaming every split-th 32-chunk stretch; their sums
 // meet in shared memory, added in slice order. kStaged: x is first staged in shared memory (a lane's 32
 // weights need 64 bytes of x, which from global memory cost more L1 traffic than the weights themselves).
-template <WeightFormat F, int MT, int R, bool kStaged>
+template <WeightFormat F, int MT, int R, bool kStaged, int split>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_q4_kernel(const bf16_bits* __restrict__ x, const uint4* __restrict__ w, QuantView q,
-                   const bf16_bits* __restrict__ bias, float* __restrict__ y, int m, int64_t n, int64_t k, int split) {
+                   const bf16_bits* __restrict__ bias, float* __restrict__ y, int m, int64_t n, int64_t k) {
   extern __shared__ uint32_t x_s[];
   __shared__ float part[kWarps][R][MT];
   pdl_launch_dependents();
@@ -127,14 +127,14 @@ __global__ void __launch_bounds__(kWarps * 32)
       if (t >= m) break;
       const float v = warp_sum(acc[r][t]);
       const int64_t row = row0 + r;
-      if (split == 1) {
+      if constexpr (split == 1) {
         if (lane == 0 && row < n) y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
       } else if (lane == 0) {
         part[warp][r][t] = v;
       }
     }
   }
-  if (split == 1) return;
+  if constexpr (split == 1) return;
   __syncthreads();
   if (slice != 0 || lane >= R * MT) return;
   const int r = lane / MT, t = lane % MT;
@@ -145,27 +145,40 @@ __global__ void __launch_bounds__(kWarps * 32)
   y[t * n + row] = v + (bias ? bf(bias[row]) : 0.0f);
 }
 
-template <WeightFormat F, int MT, int R>
-void launch(const bf16_bits* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
-            int64_t n, int64_t k, cudaStream_t s) {
-  int split = 1;  // about 32 warps a multiprocessor of an H200 (132 of them)
-  while (split < kWarps && (n + R - 1) / R * split < 132 * 32) split *= 2;
-  const int64_t rows_per_block = int64_t(kWarps / split) * R;
+template <WeightFormat F, int MT, int R, int SPLIT>
+void launch_split(const bf16_bits* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
+                  int64_t n, int64_t k, cudaStream_t s) {
+  constexpr int64_t rows_per_block = int64_t(kWarps / SPLIT) * R;
   const dim3 grid(static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block));
   const size_t staged = static_cast<size_t>(m * k) * sizeof(bf16_bits);
   if (staged <= kMaxStagedX) {
     static bool configured = false;
     if (!configured) {
-      check_cuda(cudaFuncSetAttribute(gemv_q4_kernel<F, MT, R, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(kMaxStagedX)),
+      check_cuda(cudaFuncSetAttribute(gemv_q4_kernel<F, MT, R, true, SPLIT>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxStagedX)),
                  "cudaFuncSetAttribute(gemv_q4)");
       configured = true;
     }
-    launch_pdl(gemv_q4_kernel<F, MT, R, true>, grid, dim3(kWarps * 32), staged, s, "gemv_q4", x,
-               reinterpret_cast<const uint4*>(w), q, bias, y, static_cast<int>(m), n, k, split);
+    launch_pdl(gemv_q4_kernel<F, MT, R, true, SPLIT>, grid, dim3(kWarps * 32), staged, s, "gemv_q4", x,
+               reinterpret_cast<const uint4*>(w), q, bias, y, static_cast<int>(m), n, k);
   } else {
-    launch_pdl(gemv_q4_kernel<F, MT, R, false>, grid, dim3(kWarps * 32), 0, s, "gemv_q4", x,
-               reinterpret_cast<const uint4*>(w), q, bias, y, static_cast<int>(m), n, k, split);
+    launch_pdl(gemv_q4_kernel<F, MT, R, false, SPLIT>, grid, dim3(kWarps * 32), 0, s, "gemv_q4", x,
+               reinterpret_cast<const uint4*>(w), q, bias, y, static_cast<int>(m), n, k);
+  }
+}
+
+template <WeightFormat F, int MT, int R>
+void launch(const bf16_bits* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
+            int64_t n, int64_t k, cudaStream_t s) {
+  switch (gemv_split(n, R, kWarps)) {
+    case 1:
+      return launch_split<F, MT, R, 1>(x, w, q, bias, y, m, n, k, s);
+    case 2:
+      return launch_split<F, MT, R, 2>(x, w, q, bias, y, m, n, k, s);
+    case 4:
+      return launch_split<F, MT, R, 4>(x, w, q, bias, y, m, n, k, s);
+    default:
+      return launch_split<F, MT, R, 8>(x, w, q, bias, y, m, n, k, s);
   }
 }
 
