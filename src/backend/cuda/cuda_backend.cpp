@@ -73,9 +73,6 @@ class CudaBackend final : public Backend {
     cublas_workspace_ = std::make_unique<CudaBuffer>(size_t(64) << 20);
     check_cublas(cublasSetWorkspace(cublas_, cublas_workspace_->data(), cublas_workspace_->size()),
                  "cublasSetWorkspace");
-    // The split attention kernels' group counters: zeroed once here, left at zero by every launch.
-    split_counters_ = std::make_unique<CudaBuffer>(static_cast<size_t>(cuda::kMaxSplitCounters) * sizeof(int32_t));
-    check_cuda(cudaMemset(split_counters_->data(), 0, split_counters_->size()), "cudaMemset(split counters)");
   }
   ~CudaBackend() override {
     drop_captures();
@@ -247,7 +244,6 @@ class CudaBackend final : public Backend {
       split.m = scratch_.get<float>(kSplitM, heads);
       split.l = scratch_.get<float>(kSplitL, heads);
       split.acc = scratch_.get<float>(kSplitAcc, heads * a.head_dim);
-      split.counters = counters_for(a.tokens * a.kv_heads);
     }
     cuda::gqa_decode_attention(a, split, stream_);
   }
@@ -292,7 +288,6 @@ class CudaBackend final : public Backend {
       split.m = scratch_.get<float>(kSplitM, heads);
       split.l = scratch_.get<float>(kSplitL, heads);
       split.acc = scratch_.get<float>(kSplitAcc, heads * a.kv_lora_rank);
-      split.counters = counters_for(a.tokens * cuda::mla_flash_groups(a.n_heads));
     }
     cuda::mla_flash_attention(a, split, stream_);
   }
@@ -387,11 +382,6 @@ class CudaBackend final : public Backend {
     return c.tokens * c.top_k <= kSmallBatchPairs && cuda::moe_small_batch_supported(c);
   }
 
-  // Counters for `groups` split groups, or null (the merge then runs as its own kernel).
-  int32_t* counters_for(int64_t groups) const {
-    return groups <= cuda::kMaxSplitCounters ? static_cast<int32_t*>(split_counters_->data()) : nullptr;
-  }
-
   // Routed-expert counting on the device: one row of flags per reported layer, read back at the take.
   void set_expert_counting(bool on) override {
     counting_experts_ = on;
@@ -458,11 +448,10 @@ class CudaBackend final : public Backend {
   Scratch scratch_{*this};
   bool profiling_ = false;
   GroupedMoe grouped_moe_{*this};
-  std::vector<cudaEvent_t> events_;             // pool, reused across steps
-  std::vector<Phase> marks_;                    // phase starting at events_[i]
-  std::unique_ptr<CudaBuffer> split_counters_;  // kMaxSplitCounters int32, zero between launches
-  std::unique_ptr<CudaBuffer> touched_flags_;   // expert counting: [reported layer][expert] flags
-  std::vector<int64_t> touched_layers_;         // experts of each reported layer
+  std::vector<cudaEvent_t> events_;            // pool, reused across steps
+  std::vector<Phase> marks_;                   // phase starting at events_[i]
+  std::unique_ptr<CudaBuffer> touched_flags_;  // expert counting: [reported layer][expert] flags
+  std::vector<int64_t> touched_layers_;        // experts of each reported layer
 };
 
 }  // namespace

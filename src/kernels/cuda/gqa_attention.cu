@@ -14,7 +14,6 @@
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/mma.cuh"
-#include "kernels/cuda/split_merge.cuh"
 
 namespace sy::cuda {
 
@@ -287,21 +286,29 @@ __global__ void __launch_bounds__(kThreads) gqa_decode_kernel(PagedAttentionArgs
       }
     }
   }
-  if (sp.splits == 1 || sp.counters == nullptr || !last_split_done(sp.counters, tk, sp.splits)) return;
-  for (int i = static_cast<int>(threadIdx.x); i < G * HD; i += kThreads) {
-    const int64_t head = t * p.n_heads + kvh * G + i / HD;
-    p.out[head * HD + i % HD] = merge_split(sp, head, i % HD, HD);
-  }
 }
 
-// Merges the splits of every (token, head) where no block did (split_merge.cuh).
+// Merges the splits of every (token, head): out = Σ acc_s 2^(m_s − M) / Σ l_s 2^(m_s − M).
 __global__ void gqa_attention_merge_kernel(PagedAttentionArgs p, AttentionSplit sp) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t hd = p.head_dim;
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= p.tokens * p.n_heads * hd) return;
-  p.out[i] = merge_split(sp, i / hd, i % hd, hd);
+  const int64_t head = i / hd, d = i % hd;
+  float M = -FLT_MAX;
+  for (int64_t s = 0; s < sp.splits; ++s) {
+    if (sp.l[head * sp.splits + s] > 0.0f) M = fmaxf(M, sp.m[head * sp.splits + s]);
+  }
+  float L = 0.0f, A = 0.0f;
+  for (int64_t s = 0; s < sp.splits; ++s) {
+    const float l = sp.l[head * sp.splits + s];
+    if (l == 0.0f) continue;  // a split with no visible key
+    const float f = exp2f(sp.m[head * sp.splits + s] - M);
+    L += l * f;
+    A += sp.acc[(head * sp.splits + s) * hd + d] * f;
+  }
+  p.out[i] = A / L;
 }
 
 // Block (query tile, kv head): the tile is kWarps · (16 / G) consecutive tokens, warp w holding
@@ -464,7 +471,7 @@ void gqa_decode_attention(const PagedAttentionArgs& p, const AttentionSplit& sp,
       launch_decode<128>(p, sp, s);
       break;
   }
-  if (sp.splits > 1 && sp.counters == nullptr) {
+  if (sp.splits > 1) {
     const int64_t n = p.tokens * p.n_heads * p.head_dim;
     launch_pdl(gqa_attention_merge_kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, s,
                "gqa_attention_merge", p, sp);

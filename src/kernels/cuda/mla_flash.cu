@@ -8,8 +8,8 @@
 //           row maxima and writes the probabilities;
 //   values: warp w owns latent dims [64w, 64w + 64) of all 32 rows and accumulates P · V for them.
 // As the GQA kernels, q and the probabilities go in as two bf16 halves (hi + lo), so the products keep
-// fp32-like accuracy against the bf16 cache. Decode splits the keys over blocks (flash decoding); the block
-// that finishes a token's last split merges them.
+// fp32-like accuracy against the bf16 cache. Decode splits the keys over blocks (flash decoding) and
+// merges the splits in a second kernel.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -18,7 +18,6 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/mla_ops.cuh"
 #include "kernels/cuda/mma.cuh"
-#include "kernels/cuda/split_merge.cuh"
 
 namespace sy::cuda {
 
@@ -70,7 +69,7 @@ __device__ __forceinline__ void load_tile(bf16_bits* dst, const MlaAttentionArgs
 }
 
 // Block (token, group of 32 heads, split of the keys). One split: the block writes the output; several:
-// an unnormalised partial (m in the log2 domain, l, acc), merged by the block that finishes the last split.
+// an unnormalised partial (m in the log2 domain, l, acc) for mla_merge_kernel.
 template <int L, int R>
 __global__ void __launch_bounds__(kThreads, 1) mla_flash_kernel(MlaAttentionArgs p, AttentionSplit sp) {
   constexpr int D = L + R, kTileElems = kTileKeys * D;
@@ -269,21 +268,29 @@ __global__ void __launch_bounds__(kThreads, 1) mla_flash_kernel(MlaAttentionArgs
       }
     }
   }
-  if (sp.splits == 1 || sp.counters == nullptr || !last_split_done(sp.counters, tg, sp.splits)) return;
-  for (int i = tid; i < kRows * L; i += kThreads) {
-    const int64_t h = h0 + i / L;
-    if (h < H) p.out[(t * H + h) * L + i % L] = merge_split(sp, t * H + h, i % L, L);
-  }
 }
 
-// Merges the splits of every (token, head) where no block did (split_merge.cuh).
+// Merges the splits of every (token, head): out = Σ acc_s 2^(m_s − M) / Σ l_s 2^(m_s − M).
 __global__ void mla_merge_kernel(MlaAttentionArgs p, AttentionSplit sp) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t L = p.kv_lora_rank;
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= p.tokens * p.n_heads * L) return;
-  p.out[i] = merge_split(sp, i / L, i % L, L);
+  const int64_t head = i / L, d = i % L;
+  float M = -FLT_MAX;
+  for (int64_t s = 0; s < sp.splits; ++s) {
+    if (sp.l[head * sp.splits + s] > 0.0f) M = fmaxf(M, sp.m[head * sp.splits + s]);
+  }
+  float l_sum = 0.0f, a_sum = 0.0f;
+  for (int64_t s = 0; s < sp.splits; ++s) {
+    const float l = sp.l[head * sp.splits + s];
+    if (l == 0.0f) continue;  // a split with no visible key
+    const float f = exp2f(sp.m[head * sp.splits + s] - M);
+    l_sum += l * f;
+    a_sum += sp.acc[(head * sp.splits + s) * L + d] * f;
+  }
+  p.out[i] = l_sum > 0.0f ? a_sum / l_sum : 0.0f;
 }
 
 }  // namespace
@@ -291,8 +298,6 @@ __global__ void mla_merge_kernel(MlaAttentionArgs p, AttentionSplit sp) {
 bool mla_flash_supported(int64_t kv_lora_rank, int64_t rope_dim) {
   return kv_lora_rank == kLatent && rope_dim == kRope;
 }
-
-int64_t mla_flash_groups(int64_t n_heads) { return (n_heads + kRows - 1) / kRows; }
 
 int64_t mla_flash_splits(int64_t tokens, int64_t n_heads, int64_t max_keys) {
   // About two blocks per SM of an H200 (132 SMs; one block fits an SM), at least one 32-key tile a split.
@@ -316,7 +321,7 @@ void mla_flash_attention(const MlaAttentionArgs& p, const AttentionSplit& sp, cu
   const int64_t groups = (p.n_heads + kRows - 1) / kRows;
   launch_pdl(mla_flash_kernel<kLatent, kRope>, dim3(static_cast<unsigned>(p.tokens * groups * sp.splits)),
              dim3(kThreads), smem, s, "mla_flash", p, sp);
-  if (sp.splits > 1 && sp.counters == nullptr) {
+  if (sp.splits > 1) {
     const int64_t n = p.tokens * p.n_heads * p.kv_lora_rank;
     launch_pdl(mla_merge_kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, s, "mla_merge", p, sp);
   }

@@ -17,7 +17,6 @@ void mla_attention(const MlaAttentionArgs& a, cudaStream_t s);
 // The tensor-core kernel (mla_flash.cu) for the published shapes; mla_attention above serves the rest.
 bool mla_flash_supported(int64_t kv_lora_rank, int64_t rope_dim);
 int64_t mla_flash_splits(int64_t tokens, int64_t n_heads, int64_t max_keys);
-int64_t mla_flash_groups(int64_t n_heads);  // head groups of a token (split counters: tokens × groups)
 void mla_flash_attention(const MlaAttentionArgs& a, const AttentionSplit& split, cudaStream_t s);
 // The indexer's scores go through `scores`: [indexer_score_tokens(a), max_blocks · block_size] floats.
 int64_t indexer_score_tokens(const IndexerTopkArgs& a);

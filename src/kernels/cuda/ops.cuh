@@ -97,12 +97,7 @@ struct AttentionSplit {
   float* m = nullptr;
   float* l = nullptr;
   float* acc = nullptr;
-  // With splits > 1: one zeroed counter per (token, head group) (kMaxSplitCounters of them, zeroed once
-  // by the backend and left at zero by every kernel). The block that finishes a group's last split merges
-  // the group (no merge kernel); null: a separate merge kernel does.
-  int32_t* counters = nullptr;
 };
-inline constexpr int64_t kMaxSplitCounters = int64_t(1) << 20;
 int64_t gqa_decode_splits(int64_t tokens, int64_t kv_heads, int64_t max_keys);
 void gqa_decode_attention(const PagedAttentionArgs& p, const AttentionSplit& split, cudaStream_t s);
 // Prefill: flash attention over query tiles of consecutive tokens (causal, optional sliding window).
