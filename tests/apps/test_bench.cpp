@@ -57,6 +57,30 @@ TEST(BenchLatency, OneRankPrintsOneTableWithNoCommunication) {
   fs::remove(json);
 }
 
+// Group-limited sigmoid routing (DeepSeek-V3 fixture: 16 experts, top 4, 2 of 4 groups, MoE in layers 1 and 2)
+// is counted too: 4 distinct experts at batch 1, at most min(16, 4B) at batch B, and the uniform figure
+// follows the formula.
+TEST(BenchLatency, CountsTheExpertsOfGroupLimitedRouting) {
+  const fs::path json = fs::temp_directory_path() / "sy_bench_latency_grouped.json";
+  const auto r = test::run_switchyard("bench latency --model " + (test::fixtures_dir() / "deepseek_v3_base").string() +
+                                      " --batch 1,3 --input-len 3 --output-len 3 --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = test::read_json(json);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  for (const auto& res : j["results"]) {
+    const auto B = res["batch"].get<double>();
+    ASSERT_TRUE(res["decode_experts_per_moe_layer"].is_number()) << res.dump(1);
+    const double counted = res["decode_experts_per_moe_layer"].get<double>();
+    EXPECT_GE(counted, 4.0) << res.dump(1);
+    EXPECT_LE(counted, std::min(16.0, 4.0 * B)) << res.dump(1);
+    if (B == 1) {
+      EXPECT_EQ(counted, 4.0) << res.dump(1);
+    }
+    EXPECT_NEAR(res["decode_experts_per_moe_layer_uniform"].get<double>(), 16.0 * (1.0 - std::pow(0.75, B)), 1e-9);
+  }
+  fs::remove(json);
+}
+
 // Refused before any rank starts or any weight is read: one line, exit code 2.
 TEST(BenchLatency, BrokenLayoutIsRefusedBeforeLoading) {
   const auto r = test::run_switchyard("bench latency --model " + qwen3() + " --tp 4 --ep 3 --batch 1");
