@@ -204,10 +204,9 @@ bool Engine::step() {
     if (!c.samples_next()) continue;
     const float* last = sampled_row(ci);
     Entry& e = *entries[ci];
-    // A NaN or infinite logit is never sampled: the request ends with an error instead (below).
-    if (!std::all_of(last, last + vocab, [](float v) { return std::isfinite(v); })) continue;
+    // -1: a NaN or infinite logit, never sampled; the request ends with an error instead (below).
     sampled[ci] = e.sampler.sample(last, vocab);
-    if (e.request.logprobs >= 0)
+    if (sampled[ci] >= 0 && e.request.logprobs >= 0)
       e.result.logprobs.push_back(token_logprobs(last, vocab, sampled[ci], e.request.logprobs));
   }
   sampling_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

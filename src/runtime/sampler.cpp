@@ -41,7 +41,19 @@ size_t draw(const std::vector<double>& probs, size_t n, double sum, std::mt19937
 
 int32_t Sampler::sample(const float* logits, int64_t vocab) {
   if (params_.temperature == 0.0f) {
-    return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+    // One pass over the row: the first maximum (lowest id on ties) and whether every logit is finite.
+    int64_t best = 0;
+    float best_logit = logits[0];
+    bool finite = true;
+    for (int64_t i = 0; i < vocab; ++i) {
+      const float v = logits[i];
+      finite = finite && std::isfinite(v);
+      if (v > best_logit) {
+        best_logit = v;
+        best = i;
+      }
+    }
+    return finite ? static_cast<int32_t>(best) : -1;
   }
   // Scratch per thread, not per request: a server holds thousands of samplers, each would keep a
   // vocabulary's worth (1.2 MB for Qwen3).
@@ -49,7 +61,12 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
   thread_local std::vector<double> probs;
   const auto n_vocab = static_cast<size_t>(vocab);
   cand.resize(n_vocab);
-  for (size_t i = 0; i < n_vocab; ++i) cand[i] = {logits[i] / params_.temperature, static_cast<int32_t>(i)};
+  bool finite = true;
+  for (size_t i = 0; i < n_vocab; ++i) {
+    finite = finite && std::isfinite(logits[i]);
+    cand[i] = {logits[i] / params_.temperature, static_cast<int32_t>(i)};
+  }
+  if (!finite) return -1;  // before any draw: the generator does not advance
 
   if (params_.top_k == 0 && params_.top_p >= 1.0f) {
     // Every token is a candidate: no order is needed, only min_p's threshold against the top token.

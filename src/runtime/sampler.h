@@ -21,6 +21,8 @@ struct SamplingParams {
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
+  // The next token, or -1 when a logit of the row is NaN or infinite (such a row is never sampled). The
+  // check rides on the pass the sampling makes anyway (greedy: one pass over the row in all).
   int32_t sample(const float* logits, int64_t vocab);
 
  private:

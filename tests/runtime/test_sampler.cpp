@@ -20,6 +20,26 @@ TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
   EXPECT_EQ(s.sample(logits, 4), 1);
 }
 
+// A row holding a NaN or an infinity is never sampled (-1), greedy or not, wherever the bad value sits; a
+// refused row draws nothing, so the seeded sequence of the next rows is the one a fresh sampler gives.
+TEST(Sampler, NonFiniteRowsAreRefusedWithoutDrawing) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  const std::vector<float> good = {0.1f, 0.7f, -0.3f, 0.4f, 0.2f};
+  for (const SamplingParams& p : {SamplingParams{}, SamplingParams{.temperature = 0.8f, .seed = 5},
+                                  SamplingParams{.temperature = 1.0f, .top_k = 2, .seed = 5},
+                                  SamplingParams{.temperature = 1.0f, .top_p = 0.5f, .seed = 5}}) {
+    for (float bad : {nan, inf, -inf}) {
+      for (size_t at : {size_t{0}, size_t{2}, size_t{4}}) {
+        std::vector<float> row = good;
+        row[at] = bad;
+        Sampler s(p), fresh(p);
+        EXPECT_EQ(s.sample(row.data(), 5), -1) << "T " << p.temperature << " bad " << bad << " at " << at;
+        for (int i = 0; i < 20; ++i) EXPECT_EQ(s.sample(good.data(), 5), fresh.sample(good.data(), 5));
+      }
+    }
+  }
+}
+
 TEST(Sampler, FrequenciesFollowSoftmaxOverTemperature) {
   const float logits[] = {0.0f, std::log(2.0f), std::log(3.0f)};  // probs 1/6, 2/6, 3/6 at T=1
   for (float temperature : {1.0f, 2.0f}) {
