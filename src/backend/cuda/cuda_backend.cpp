@@ -238,14 +238,11 @@ class CudaBackend final : public Backend {
     }
     // Both kernels take any layout; about one token per sequence is decode, longer runs prefill.
     if (a.tokens > 2 * std::max<int64_t>(a.n_seqs, 1)) return cuda::gqa_prefill_attention(a, stream_);
-    cuda::AttentionSplit split{.splits = cuda::gqa_decode_splits(a.tokens, a.kv_heads, a.max_blocks * a.block_size)};
-    if (split.splits > 1) {
-      const int64_t heads = a.tokens * a.n_heads * split.splits;
-      split.m = scratch_.get<float>(kSplitM, heads);
-      split.l = scratch_.get<float>(kSplitL, heads);
-      split.acc = scratch_.get<float>(kSplitAcc, heads * a.head_dim);
-    }
-    cuda::gqa_decode_attention(a, split, stream_);
+    cuda::gqa_decode_attention(
+        a,
+        attention_split(cuda::gqa_decode_splits(a.tokens, a.kv_heads, a.max_blocks * a.block_size),
+                        a.tokens * a.n_heads, a.head_dim),
+        stream_);
   }
   void softmax_topk(const SoftmaxTopkArgs& a) override { cuda::softmax_topk(a, stream_); }
   void grouped_topk(const GroupedTopkArgs& a) override { cuda::grouped_topk(a, stream_); }
@@ -282,14 +279,9 @@ class CudaBackend final : public Backend {
   void mla_attention(const MlaAttentionArgs& a) override {
     if (!cuda::mla_flash_supported(a.kv_lora_rank, a.rope_dim)) return cuda::mla_attention(a, stream_);
     const int64_t keys = a.key_positions ? a.n_selected : a.max_blocks * a.block_size;
-    cuda::AttentionSplit split{.splits = cuda::mla_flash_splits(a.tokens, a.n_heads, keys)};
-    if (split.splits > 1) {
-      const int64_t heads = a.tokens * a.n_heads * split.splits;
-      split.m = scratch_.get<float>(kSplitM, heads);
-      split.l = scratch_.get<float>(kSplitL, heads);
-      split.acc = scratch_.get<float>(kSplitAcc, heads * a.kv_lora_rank);
-    }
-    cuda::mla_flash_attention(a, split, stream_);
+    cuda::mla_flash_attention(
+        a, attention_split(cuda::mla_flash_splits(a.tokens, a.n_heads, keys), a.tokens * a.n_heads, a.kv_lora_rank),
+        stream_);
   }
   void indexer_topk(const IndexerTopkArgs& a) override {
     const int64_t keys = std::max<int64_t>(1, a.max_blocks * a.block_size);
@@ -380,6 +372,17 @@ class CudaBackend final : public Backend {
   static constexpr int64_t kSmallBatchPairs = 16;
   static bool small_batch(const MoeExpertsArgs& c) {
     return c.tokens * c.top_k <= kSmallBatchPairs && cuda::moe_small_batch_supported(c);
+  }
+
+  // The partials of `splits` key splits of `heads` (token, head) outputs of `dim` values (scratch).
+  cuda::AttentionSplit attention_split(int64_t splits, int64_t heads, int64_t dim) {
+    cuda::AttentionSplit split{.splits = splits};
+    if (splits > 1) {
+      split.m = scratch_.get<float>(kSplitM, heads * splits);
+      split.l = scratch_.get<float>(kSplitL, heads * splits);
+      split.acc = scratch_.get<float>(kSplitAcc, heads * splits * dim);
+    }
+    return split;
   }
 
   // Routed-expert counting on the device: one row of flags per reported layer, read back at the take.

@@ -6,6 +6,7 @@
 
 #include <cfloat>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cuda/ops.cuh"
@@ -89,6 +90,22 @@ inline int gemv_split(int64_t rows, int64_t rows_per_warp, int warps) {
   int split = 1;
   while (split < warps && groups * split < 132 * 32) split *= 2;
   return split;
+}
+
+// f(std::integral_constant<int, S>{}) for S = split (1, 2, 4, or kMax past them): a GEMV's split as a
+// template argument.
+template <int kMax, typename F>
+void with_split(int split, F&& f) {
+  switch (split) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    default:
+      return f(std::integral_constant<int, kMax>{});
+  }
 }
 
 // Programmatic dependent launch (sm_90). A kernel started by launch_pdl may begin while its

@@ -115,16 +115,9 @@ void launch_split(const float* x, const W* w, const bf16_bits* bias, float* y, i
 template <int MT, int WARPS, typename Chunk, typename W>
 void launch_any(const float* x, const W* w, const bf16_bits* bias, float* y, int64_t m, int64_t n, int64_t k,
                 cudaStream_t s, const char* name) {
-  switch (gemv_split(n, 1, WARPS)) {
-    case 1:
-      return launch_split<MT, WARPS, Chunk, 1>(x, w, bias, y, m, n, k, s, name);
-    case 2:
-      return launch_split<MT, WARPS, Chunk, 2>(x, w, bias, y, m, n, k, s, name);
-    case 4:
-      return launch_split<MT, WARPS, Chunk, 4>(x, w, bias, y, m, n, k, s, name);
-    default:
-      return launch_split<MT, WARPS, Chunk, WARPS>(x, w, bias, y, m, n, k, s, name);
-  }
+  with_split<WARPS>(gemv_split(n, 1, WARPS), [&](auto split) {
+    launch_split<MT, WARPS, Chunk, decltype(split)::value>(x, w, bias, y, m, n, k, s, name);
+  });
 }
 
 template <int MT>

@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/split_merge.cuh"
 
 namespace sy::cuda {
 
@@ -288,27 +289,14 @@ __global__ void __launch_bounds__(kThreads) gqa_decode_kernel(PagedAttentionArgs
   }
 }
 
-// Merges the splits of every (token, head): out = Σ acc_s 2^(m_s − M) / Σ l_s 2^(m_s − M).
+// Merges the splits of every (token, head) (split_merge.cuh).
 __global__ void gqa_attention_merge_kernel(PagedAttentionArgs p, AttentionSplit sp) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t hd = p.head_dim;
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= p.tokens * p.n_heads * hd) return;
-  const int64_t head = i / hd, d = i % hd;
-  float M = -FLT_MAX;
-  for (int64_t s = 0; s < sp.splits; ++s) {
-    if (sp.l[head * sp.splits + s] > 0.0f) M = fmaxf(M, sp.m[head * sp.splits + s]);
-  }
-  float L = 0.0f, A = 0.0f;
-  for (int64_t s = 0; s < sp.splits; ++s) {
-    const float l = sp.l[head * sp.splits + s];
-    if (l == 0.0f) continue;  // a split with no visible key
-    const float f = exp2f(sp.m[head * sp.splits + s] - M);
-    L += l * f;
-    A += sp.acc[(head * sp.splits + s) * hd + d] * f;
-  }
-  p.out[i] = A / L;
+  p.out[i] = merge_split(sp, i / hd, i % hd, hd);
 }
 
 // Block (query tile, kv head): the tile is kWarps · (16 / G) consecutive tokens, warp w holding

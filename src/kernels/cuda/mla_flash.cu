@@ -18,6 +18,7 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/mla_ops.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/split_merge.cuh"
 
 namespace sy::cuda {
 
@@ -270,27 +271,14 @@ __global__ void __launch_bounds__(kThreads, 1) mla_flash_kernel(MlaAttentionArgs
   }
 }
 
-// Merges the splits of every (token, head): out = Σ acc_s 2^(m_s − M) / Σ l_s 2^(m_s − M).
+// Merges the splits of every (token, head) (split_merge.cuh).
 __global__ void mla_merge_kernel(MlaAttentionArgs p, AttentionSplit sp) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t L = p.kv_lora_rank;
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= p.tokens * p.n_heads * L) return;
-  const int64_t head = i / L, d = i % L;
-  float M = -FLT_MAX;
-  for (int64_t s = 0; s < sp.splits; ++s) {
-    if (sp.l[head * sp.splits + s] > 0.0f) M = fmaxf(M, sp.m[head * sp.splits + s]);
-  }
-  float l_sum = 0.0f, a_sum = 0.0f;
-  for (int64_t s = 0; s < sp.splits; ++s) {
-    const float l = sp.l[head * sp.splits + s];
-    if (l == 0.0f) continue;  // a split with no visible key
-    const float f = exp2f(sp.m[head * sp.splits + s] - M);
-    l_sum += l * f;
-    a_sum += sp.acc[(head * sp.splits + s) * L + d] * f;
-  }
-  p.out[i] = l_sum > 0.0f ? a_sum / l_sum : 0.0f;
+  p.out[i] = merge_split(sp, i / L, i % L, L);
 }
 
 }  // namespace

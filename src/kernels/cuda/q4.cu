@@ -170,16 +170,8 @@ void launch_split(const bf16_bits* x, const uint8_t* w, const QuantView& q, cons
 template <WeightFormat F, int MT, int R>
 void launch(const bf16_bits* x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, int64_t m,
             int64_t n, int64_t k, cudaStream_t s) {
-  switch (gemv_split(n, R, kWarps)) {
-    case 1:
-      return launch_split<F, MT, R, 1>(x, w, q, bias, y, m, n, k, s);
-    case 2:
-      return launch_split<F, MT, R, 2>(x, w, q, bias, y, m, n, k, s);
-    case 4:
-      return launch_split<F, MT, R, 4>(x, w, q, bias, y, m, n, k, s);
-    default:
-      return launch_split<F, MT, R, 8>(x, w, q, bias, y, m, n, k, s);
-  }
+  with_split<kWarps>(gemv_split(n, R, kWarps),
+                     [&](auto split) { launch_split<F, MT, R, decltype(split)::value>(x, w, q, bias, y, m, n, k, s); });
 }
 
 template <WeightFormat F>
