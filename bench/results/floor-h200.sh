@@ -6,6 +6,7 @@
 # Nsight Compute's kernel times (gpu__time_duration, summed by kernel name) of a GLM-5-like NVFP4 run at
 # batch 1 and a Kimi-like INT4 run at batch 64 (512 in, 2 out).
 #   run(command="bash bench/results/floor-h200.sh", carry=[".devcarry/gpu"], timeout_s=600)
+# Env: TESTS (the test binaries to run), BENCHES (config:batches list), NO_BENCH=1, NO_PROF=1.
 # .devcarry/gpu/q4.tar.xz: bin/ (build-cuda: switchyard, test_cuda_*) and lib/ (the CPU machine's shared
 # libraries the binaries need, flat). Everything lands in $OUT/res.tgz; $OUT/summary.txt is the short form.
 set -o pipefail
@@ -29,11 +30,11 @@ run_bench() {  # name, config dir, batches
   echo "bench latency $1 rc=$?" | tee -a "$S"
   grep -E '^ +[0-9]+ ' "$R/latency-$1.txt" | tee -a "$S"
 }
+# BENCHES: config:batches pairs (default: all of the above).
+BENCHES=${BENCHES:-"qwen3-30b-a3b:1,10,64,256 mixtral-8x7b:1,64 kimi-k2-4layers:1,64 kimi-k2-thinking-int4-4layers:1,64 \
+glm5-nvfp4-6layers:1,64 qwen3-30b-a3b-fp8:1,64,256"}
 if [ -z "$NO_BENCH" ]; then
-  run_bench qwen3-30b-a3b bench/configs/qwen3-30b-a3b 1,10,64,256
-  run_bench mixtral-8x7b bench/configs/mixtral-8x7b 1,64
-  for m in kimi-k2-4layers kimi-k2-thinking-int4-4layers glm5-nvfp4-6layers; do run_bench $m bench/configs/$m 1,64; done
-  run_bench qwen3-30b-a3b-fp8 bench/configs/qwen3-30b-a3b-fp8 1,64,256
+  for b in $BENCHES; do run_bench "${b%%:*}" "bench/configs/${b%%:*}" "${b##*:}"; done
 fi
 prof() {  # name, config, batch
   timeout 170 ncu --clock-control none --metrics gpu__time_duration.sum --csv \

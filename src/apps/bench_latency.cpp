@@ -251,9 +251,11 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
     r.phases[static_cast<size_t>(p)] = phases[static_cast<size_t>(p)] / n;
     accounted += r.phases[static_cast<size_t>(p)];
   }
-  r.sampling_ms = sampling / n;
-  // "other" holds the marked other phase plus host time between device work (launches, syncs).
-  r.other_ms = std::max(0.0, eager_mean - accounted - r.sampling_ms) + r.phases[static_cast<size_t>(Phase::other)];
+  // Sampling: on the host (engine time) plus on the device (its phase). "other" holds the marked other phase
+  // plus host time between device work (launches, syncs).
+  const double host_sampling = sampling / n;
+  r.sampling_ms = host_sampling + r.phases[static_cast<size_t>(Phase::sampling)];
+  r.other_ms = std::max(0.0, eager_mean - accounted - host_sampling) + r.phases[static_cast<size_t>(Phase::other)];
   return r;
 }
 
@@ -375,7 +377,7 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
     std::fflush(stdout);
     nlohmann::json phases;
     for (int p = 0; p < kPhaseCount; ++p) {
-      if (static_cast<Phase>(p) != Phase::other)
+      if (static_cast<Phase>(p) != Phase::other && static_cast<Phase>(p) != Phase::sampling)
         phases[phase_name(static_cast<Phase>(p))] = r.phases[static_cast<size_t>(p)];
     }
     phases["sampling"] = r.sampling_ms;

@@ -57,6 +57,14 @@ std::vector<int64_t> Backend::take_touched_experts() {
   return out;
 }
 
+void Backend::sample_tokens(const float* logits, int64_t vocab, const SampleRow* rows, int64_t n, int32_t* tokens) {
+  std::vector<float> row(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < n; ++i) {
+    copy_to_host(row.data(), logits + rows[i].row * vocab, row.size() * sizeof(float));
+    tokens[i] = cpu::sample_row(row.data(), vocab, rows[i]);
+  }
+}
+
 void Backend::linear_quant(const float* x, const Matrix& w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k) {
   (void)x, (void)bias, (void)y;
   SY_FAIL("this backend keeps no quantised weights, but linear got a quantised [{}, {}] matrix for {} rows (format {})",

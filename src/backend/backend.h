@@ -62,10 +62,10 @@ struct RandomFillArgs {
 };
 
 // Where a step's device time goes. The model marks the start of each phase; a phase lasts until the
-// next mark. Sampling is host time and is measured by the caller.
-// communication: collectives between ranks (tensor, expert and pipeline parallelism).
-enum class Phase : uint8_t { attention, router, experts, combine, dense, norms, communication, other };
-inline constexpr int kPhaseCount = 8;
+// next mark. communication: collectives between ranks (tensor, expert and pipeline parallelism);
+// sampling: sample_tokens on the device (sampling on the host is host time, measured by the caller).
+enum class Phase : uint8_t { attention, router, experts, combine, dense, norms, communication, sampling, other };
+inline constexpr int kPhaseCount = 9;
 const char* phase_name(Phase p);
 using PhaseTimes = std::array<double, kPhaseCount>;  // milliseconds per phase
 
@@ -163,6 +163,10 @@ class Backend {
   virtual void indexer_topk(const IndexerTopkArgs& a) = 0;
   virtual void layer_norm(const float* x, WeightPtr weight, WeightPtr bias, float* y, int64_t rows, int64_t dim,
                           float eps) = 0;
+  // Samples rows of `logits` (this backend's memory, [.., vocab] fp32): tokens[i] (host) is the token drawn from
+  // row rows[i].row as cpu::sample_row draws it, or kSampleNotFinite. rows and tokens are host arrays of n.
+  // The default copies each row to the host and samples it there.
+  virtual void sample_tokens(const float* logits, int64_t vocab, const SampleRow* rows, int64_t n, int32_t* tokens);
   // Whether moe_experts(c) runs without a host round trip, so that it can be captured.
   virtual bool moe_experts_async(const MoeExpertsArgs& c) const {
     (void)c;

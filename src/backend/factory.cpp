@@ -24,6 +24,8 @@ const char* phase_name(Phase p) {
       return "norms";
     case Phase::communication:
       return "communication";
+    case Phase::sampling:
+      return "sampling";
     case Phase::other:
       return "other";
   }

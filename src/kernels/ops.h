@@ -304,11 +304,29 @@ struct IndexerTopkArgs {
   void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n, \
                         int64_t dim);
 
+// One logit row to sample (Backend::sample_tokens). Greedy when temperature is 0 (the first maximum: lowest
+// id on ties); else temperature, then top-k, top-p and min-p in the order transformers applies them, the
+// candidates ordered by scaled logit (lower id first on ties) and the draw made with `u` in [0, 1) from the
+// request's own generator, so that every backend sampling the same row with the same u picks the same token.
+struct SampleRow {
+  int64_t row = 0;  // of the logits matrix [rows, vocab]
+  float temperature = 0.0f;
+  int64_t top_k = 0;   // 0: off
+  float top_p = 1.0f;  // 1: off
+  float min_p = 0.0f;  // 0: off; drops tokens whose probability is below min_p times the top token's
+  double u = 0.0;      // the uniform draw (unused when greedy)
+};
+// What sample_tokens returns for a row that is not sampled: a logit is NaN or infinite.
+inline constexpr int32_t kSampleNotFinite = -1;
+
 namespace cpu {
 SY_KERNEL_OPS
 SY_KERNEL_ROW_OPS
 SY_KERNEL_MLA_OPS
 SY_KERNEL_ROUTING_OPS
+// The token sampled from logits [vocab] (kernels/cpu/sampling.cpp), or kSampleNotFinite; p.row is ignored. The
+// oracle of every backend's sample_tokens.
+int32_t sample_row(const float* logits, int64_t vocab, const SampleRow& p);
 }  // namespace cpu
 
 namespace ref {

@@ -182,32 +182,41 @@ bool Engine::step() {
   const size_t logit_bytes = b.logit_rows.size() * static_cast<size_t>(vocab) * sizeof(float);
   if (logit_bytes > logits_->size()) logits_ = backend_.alloc_host(logit_bytes);
   float* logits = logits_->as<float>();
-  runner_.forward(b, pool_.view(), logits);
+  // Every sampling chunk samples its last row where the logits are, with its request's next draw; only the
+  // rows kept or asked for log-probabilities come to the host.
+  StepOutputs out{.logits = logits, .copy_rows = std::vector<uint8_t>(b.logit_rows.size(), 0)};
+  std::vector<int64_t> sample_of(chunks.size(), -1);  // per chunk: its entry of out.sample
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const auto [row0, n_rows] = chunk_rows[ci];
+    Entry& e = *entries[ci];
+    if (e.request.keep_logits) std::fill_n(out.copy_rows.begin() + static_cast<int64_t>(row0), n_rows, 1);
+    if (!chunks[ci].samples_next()) continue;
+    const auto last = static_cast<int64_t>(row0) + n_rows - 1;
+    sample_of[ci] = static_cast<int64_t>(out.sample.size());
+    out.sample.push_back(e.sampler.next_row(last));
+    if (e.request.logprobs >= 0) out.copy_rows[static_cast<size_t>(last)] = 1;
+  }
+  runner_.forward_and_sample(b, pool_.view(), out);
   ++steps_;
   tokens_processed_ += static_cast<int64_t>(b.tokens.size());
+  sampling_ms_ += out.host_sampling_ms;
 
-  // Next tokens of every sequence that samples, in parallel: each has its own sampler (seeded, with its own
-  // generator and scratch), so the result does not depend on the threads.
+  // The token each chunk sampled (-1: none, or a NaN or infinite logit: the request ends with an error below).
   std::vector<int32_t> sampled(chunks.size(), -1);
-  // The logit row a sampling chunk samples from: its last one.
   const auto sampled_row = [&](size_t ci) {
-    const auto [row0, n_rows] = chunk_rows[ci];
-    return logits + (row0 + static_cast<size_t>(n_rows) - 1) * static_cast<size_t>(vocab);
+    return logits + out.sample[static_cast<size_t>(sample_of[ci])].row * vocab;
   };
-  const auto t0 = std::chrono::steady_clock::now();
-  int64_t sampling = 0;
-  for (const ScheduledChunk& c : chunks) sampling += c.samples_next() ? 1 : 0;
-    // Threads only pay off over several rows of a large vocabulary; a lone row stays on this thread.
-#pragma omp parallel for schedule(dynamic) if (sampling > 1)
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
-    const ScheduledChunk& c = chunks[ci];
-    if (!c.samples_next()) continue;
-    const float* last = sampled_row(ci);
+    if (sample_of[ci] >= 0) sampled[ci] = out.sampled[static_cast<size_t>(sample_of[ci])];
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t with_logprobs = 0;
+  for (size_t ci = 0; ci < chunks.size(); ++ci) with_logprobs += sampled[ci] >= 0 && entries[ci]->request.logprobs >= 0;
+#pragma omp parallel for schedule(dynamic) if (with_logprobs > 1)
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
     Entry& e = *entries[ci];
-    // -1: a NaN or infinite logit, never sampled; the request ends with an error instead (below).
-    sampled[ci] = e.sampler.sample(last, vocab);
     if (sampled[ci] >= 0 && e.request.logprobs >= 0)
-      e.result.logprobs.push_back(token_logprobs(last, vocab, sampled[ci], e.request.logprobs));
+      e.result.logprobs.push_back(token_logprobs(sampled_row(ci), vocab, sampled[ci], e.request.logprobs));
   }
   sampling_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 

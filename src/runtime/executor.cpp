@@ -2,6 +2,7 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iterator>
 #include <tuple>
 
@@ -97,18 +98,85 @@ StepInput Executor::upload(const ForwardBatch& b, const KvCacheView& kv) {
   return in;
 }
 
+void sample_on_host(const float* logits, int64_t vocab, StepOutputs& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto n = static_cast<int64_t>(out.sample.size());
+  out.sampled.assign(out.sample.size(), kSampleNotFinite);
+  // Each row has its own draw, so the result does not depend on the threads. Threads only pay off over
+  // several rows of a large vocabulary; a lone row stays on this thread.
+#pragma omp parallel for schedule(dynamic) if (n > 1)
+  for (int64_t i = 0; i < n; ++i) {
+    const SampleRow& r = out.sample[static_cast<size_t>(i)];
+    out.sampled[static_cast<size_t>(i)] = cpu::sample_row(logits + r.row * vocab, vocab, r);
+  }
+  out.host_sampling_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void StepRunner::forward_and_sample(const ForwardBatch& batch, const KvCacheView& kv, StepOutputs& out) {
+  forward(batch, kv, out.logits);
+  sample_on_host(out.logits, info().vocab_size, out);
+}
+
+void Executor::forward_and_sample(const ForwardBatch& b, const KvCacheView& kv, StepOutputs& out) {
+  check_batch(b, kv);
+  const int64_t V = model_.info().vocab_size;
+  const auto R = static_cast<int64_t>(b.logit_rows.size());
+  for (const SampleRow& r : out.sample)
+    SY_CHECK(r.row >= 0 && r.row < R, "sampled row {} is outside the step's {} logit rows", r.row, R);
+  SY_CHECK(out.copy_rows.empty() || static_cast<int64_t>(out.copy_rows.size()) == R,
+           "copy_rows flags {} rows of a step with {} logit rows", out.copy_rows.size(), R);
+  if (!plan_.single()) {
+    forward_parallel(b, kv, out.logits);
+    sample_on_host(out.logits, V, out);
+    return;
+  }
+  const StepLogits l = compute_local(b, kv);
+  if (R == 0) return;
+  if (l.device == nullptr) {
+    SY_CHECK(l.host != nullptr, "the model's last stage returned no logits for {} rows", R);
+    std::copy_n(l.host, R * V, out.logits);
+    sample_on_host(out.logits, V, out);
+    return;
+  }
+  out.sampled.assign(out.sample.size(), kSampleNotFinite);
+  if (!out.sample.empty()) {
+    backend_.mark(Phase::sampling);
+    backend_.sample_tokens(l.device, V, out.sample.data(), static_cast<int64_t>(out.sample.size()), out.sampled.data());
+  }
+  // The rows the engine reads: those asked for and those refused as not finite; copied in contiguous runs.
+  std::vector<uint8_t> want = out.copy_rows.empty() ? std::vector<uint8_t>(static_cast<size_t>(R), 1) : out.copy_rows;
+  for (size_t i = 0; i < out.sample.size(); ++i) {
+    if (out.sampled[i] == kSampleNotFinite) want[static_cast<size_t>(out.sample[i].row)] = 1;
+  }
+  backend_.mark(Phase::other);
+  for (int64_t r = 0; r < R;) {
+    if (want[static_cast<size_t>(r)] == 0) {
+      ++r;
+      continue;
+    }
+    int64_t end = r + 1;
+    while (end < R && want[static_cast<size_t>(end)] != 0) ++end;
+    backend_.copy_to_host(out.logits + r * V, l.device + r * V, static_cast<size_t>((end - r) * V) * sizeof(float));
+    r = end;
+  }
+}
+
 // One rank: the whole step on the device, captured as a graph where the backend and the model can.
-void Executor::forward_local(const ForwardBatch& b, const KvCacheView& kv, float* logits) {
-  const int64_t V = model_.info().vocab_size, T = static_cast<int64_t>(b.tokens.size());
+StepLogits Executor::compute_local(const ForwardBatch& b, const KvCacheView& kv) {
+  const auto T = static_cast<int64_t>(b.tokens.size());
   const auto R = static_cast<int64_t>(b.logit_rows.size());
   const StepInput in = upload(b, kv);
+  if (!backend_.can_capture() || !model_.capturable(T)) return model_.forward(in, kv);
+  const StepShape shape{T, b.n_seqs, in.step.max_blocks, R, kv.k.empty() ? nullptr : kv.k[0]};
   StepLogits out;
-  if (!backend_.can_capture() || !model_.capturable(T)) {
-    out = model_.forward(in, kv);
-  } else {
-    const StepShape shape{T, b.n_seqs, in.step.max_blocks, R, kv.k.empty() ? nullptr : kv.k[0]};
-    out.device = run_captured(shape, [&] { return model_.forward(in, kv).device; });
-  }
+  out.device = run_captured(shape, [&] { return model_.forward(in, kv).device; });
+  return out;
+}
+
+void Executor::forward_local(const ForwardBatch& b, const KvCacheView& kv, float* logits) {
+  const int64_t V = model_.info().vocab_size;
+  const auto R = static_cast<int64_t>(b.logit_rows.size());
+  const StepLogits out = compute_local(b, kv);
   if (R == 0) return;
   const size_t bytes = static_cast<size_t>(R * V) * sizeof(float);
   if (out.device != nullptr) {

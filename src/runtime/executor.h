@@ -33,6 +33,21 @@ struct ForwardBatch {
   std::vector<int32_t> seq_dp;
 };
 
+// What a step leaves for the engine besides computing the logits: rows copied to the host and the tokens the
+// runner sampled where the logits are (on a GPU only the token ids cross to the host).
+struct StepOutputs {
+  // Host [logit_rows.size(), vocab]: row r is written when copy_rows is empty or copy_rows[r] is 1, and for
+  // every sampled row that came back kSampleNotFinite (so that the engine can say what was wrong with it).
+  float* logits = nullptr;
+  std::vector<uint8_t> copy_rows;
+  std::vector<SampleRow> sample;  // the rows to sample (SampleRow::row indexes logit_rows), with their draws
+  std::vector<int32_t> sampled;   // out: one per sample entry, the token or kSampleNotFinite
+  double host_sampling_ms = 0.0;  // out: host time spent sampling in this step
+};
+
+// Samples out.sample on the host from `logits` [logit_rows, vocab] (in parallel over rows).
+void sample_on_host(const float* logits, int64_t vocab, StepOutputs& out);
+
 // What the engine steps: a host batch in, logits out. The executor over a loaded model, or a test's
 // stand-in for one.
 class StepRunner {
@@ -42,6 +57,9 @@ class StepRunner {
   // Collective over every rank of the layout: each rank passes the same batch and receives the same
   // logits. Writes logits [batch.logit_rows.size(), vocab] to host memory `logits`.
   virtual void forward(const ForwardBatch& batch, const KvCacheView& kv, float* logits) = 0;
+  // The step with its sampling, as collective as forward. The default runs forward (every row to the
+  // host) and samples there.
+  virtual void forward_and_sample(const ForwardBatch& batch, const KvCacheView& kv, StepOutputs& out);
   // As Model::checks_finite and Model::first_nonfinite.
   virtual bool checks_finite() const { return false; }
   virtual std::string first_nonfinite() const { return ""; }
@@ -53,6 +71,9 @@ class Executor final : public StepRunner {
   ~Executor() override;
   const ModelInfo& info() const override { return model_.info(); }
   void forward(const ForwardBatch& batch, const KvCacheView& kv, float* logits) override;
+  // On one rank the rows are sampled by the backend where the logits are (Backend::sample_tokens) and only
+  // the rows asked for are copied to the host; over several ranks, as the default.
+  void forward_and_sample(const ForwardBatch& batch, const KvCacheView& kv, StepOutputs& out) override;
   bool checks_finite() const override { return model_.checks_finite(); }
   std::string first_nonfinite() const override { return model_.first_nonfinite(); }
   // Steps replayed from a capture, and captures made, since the start (for tests and logs).
@@ -68,6 +89,7 @@ class Executor final : public StepRunner {
   };
   void check_batch(const ForwardBatch& b, const KvCacheView& kv) const;
   StepInput upload(const ForwardBatch& b, const KvCacheView& kv);
+  StepLogits compute_local(const ForwardBatch& b, const KvCacheView& kv);
   void forward_local(const ForwardBatch& b, const KvCacheView& kv, float* logits);
   void forward_parallel(const ForwardBatch& b, const KvCacheView& kv, float* logits);
   void run_stage(const ForwardBatch& lb, const KvCacheView& kv, std::vector<float>& logits);

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/ops.h"
+
 namespace sy {
 
 struct SamplingParams {
@@ -18,12 +20,18 @@ struct SamplingParams {
   uint64_t seed = 0;
 };
 
+// A request's sampling: its parameters and its seeded generator. The arithmetic is cpu::sample_row's (and
+// each backend's sample_tokens, which draws the same token from the same row and uniform draw).
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
-  // The next token, or -1 when a logit of the row is NaN or infinite (such a row is never sampled). The
-  // check rides on the pass the sampling makes anyway (greedy: one pass over the row in all).
+  // The next token, or -1 when a logit of the row is NaN or infinite (such a row is never sampled, and the
+  // generator does not advance). The check rides on the pass the sampling makes anyway.
   int32_t sample(const float* logits, int64_t vocab);
+  // The next row to sample as a backend takes it: the parameters and the generator's next uniform draw
+  // (none when greedy).
+  SampleRow next_row(int64_t row);
+  bool greedy() const { return params_.temperature == 0.0f; }
 
  private:
   SamplingParams params_;

@@ -133,6 +133,37 @@ TEST(Executor, HostLogitsAndVocabularySharesArePassedOn) {
     EXPECT_EQ(logits[static_cast<size_t>(v)], 4.0f + 0.5f * static_cast<float>(v));
 }
 
+// forward_and_sample: the rows are sampled where the logits are, and only the rows asked for reach the host.
+// Row j's logits are t + 0.5 v, so softmax at temperature 1 gives v the weight e^(v / 2): a draw of 0 lands
+// on token 0, and top-k 2 keeps tokens 6 and 5 (6 first).
+TEST(Executor, SamplesWhereTheLogitsAreAndCopiesOnlyTheRowsAskedFor) {
+  auto backend = make_cpu_backend();
+  RecordingModel model(*backend, {.start = 0, .count = RecordingModel::kVocab}, false);
+  Executor executor(model, *backend);
+  const ForwardBatch b = two_sequences();
+  const int64_t V = RecordingModel::kVocab;
+  std::vector<float> logits(2 * V, -1.0f);
+  StepOutputs out{.logits = logits.data(),
+                  .copy_rows = {1, 0},
+                  .sample = {{.row = 1, .temperature = 0.0f},
+                             {.row = 0, .temperature = 1.0f, .u = 0.0},
+                             {.row = 1, .temperature = 1.0f, .top_k = 2, .u = 0.0}}};
+  executor.forward_and_sample(b, KvCacheView{.block_size = 4}, out);
+  EXPECT_EQ(out.sampled, (std::vector<int32_t>{6, 0, 6}));
+  for (int64_t v = 0; v < V; ++v) {
+    EXPECT_EQ(logits[static_cast<size_t>(v)], 2.0f + 0.5f * static_cast<float>(v));  // row 0: asked for
+    EXPECT_EQ(logits[static_cast<size_t>(V + v)], -1.0f);                            // row 1: stayed on the device
+  }
+  out.sample = {{.row = 2}};
+  try {
+    executor.forward_and_sample(b, KvCacheView{.block_size = 4}, out);
+    ADD_FAILURE() << "a sampled row past the step's logit rows was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sampled row 2 is outside the step's 2 logit rows"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Executor, MalformedBatchesNeverReachTheModel) {
   auto backend = make_cpu_backend();
   RecordingModel model(*backend, {.start = 0, .count = RecordingModel::kVocab}, false);

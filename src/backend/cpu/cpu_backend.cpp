@@ -146,6 +146,11 @@ class CpuBackend final : public Backend {
   void moe_experts(const MoeExpertsArgs& c) override { grouped_moe_.run(c); }
   void grouped_topk(const GroupedTopkArgs& a) override { cpu::grouped_topk(a); }
   void add(float* y, const float* x, int64_t n) override { cpu::add(y, x, n); }
+  // In place (the logits are host memory), a row per thread: each row has its own draw.
+  void sample_tokens(const float* logits, int64_t vocab, const SampleRow* rows, int64_t n, int32_t* tokens) override {
+#pragma omp parallel for schedule(dynamic) if (n > 1)
+    for (int64_t i = 0; i < n; ++i) tokens[i] = cpu::sample_row(logits + rows[i].row * vocab, vocab, rows[i]);
+  }
 
   // MLA: the CUDA backend stores the latent cache in bf16 and feeds head_linear bf16 inputs.
   void mla_kv_write(const MlaKvWriteArgs& a) override {

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "backend/backend.h"
@@ -385,6 +386,35 @@ class CudaBackend final : public Backend {
     return split;
   }
 
+  // Sampling where the logits are: the rows' parameters up, token ids back, one synchronisation. A row the
+  // kernel leaves to the host (kSampleOnHost) is copied over and sampled there, with the same draw.
+  void sample_tokens(const float* logits, int64_t vocab, const SampleRow* rows, int64_t n, int32_t* tokens) override {
+    if (n == 0) return;
+    const size_t row_bytes = static_cast<size_t>(n) * sizeof(SampleRow), token_bytes = static_cast<size_t>(n) * 4;
+    const size_t bytes = row_bytes + token_bytes;
+    if (!sample_dev_ || sample_dev_->size() < bytes) {
+      sample_dev_ = std::make_unique<CudaBuffer>(2 * bytes);
+      sample_host_ = std::make_unique<CudaHostBuffer>(2 * bytes);
+    }
+    auto* host = static_cast<char*>(sample_host_->data());
+    auto* dev = static_cast<char*>(sample_dev_->data());
+    std::memcpy(host, rows, row_bytes);
+    check_cuda(cudaMemcpyAsync(dev, host, row_bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync(H2D)");
+    cuda::sample_rows(logits, vocab, reinterpret_cast<const SampleRow*>(dev), n,
+                      reinterpret_cast<int32_t*>(dev + row_bytes), stream_);
+    check_cuda(cudaMemcpyAsync(host + row_bytes, dev + row_bytes, token_bytes, cudaMemcpyDeviceToHost, stream_),
+               "cudaMemcpyAsync(D2H)");
+    synchronize();
+    std::memcpy(tokens, host + row_bytes, token_bytes);
+    std::vector<float> row;
+    for (int64_t i = 0; i < n; ++i) {
+      if (tokens[i] != cuda::kSampleOnHost) continue;
+      row.resize(static_cast<size_t>(vocab));
+      copy_to_host(row.data(), logits + rows[i].row * vocab, row.size() * sizeof(float));
+      tokens[i] = cpu::sample_row(row.data(), vocab, rows[i]);
+    }
+  }
+
   // Routed-expert counting on the device: one row of flags per reported layer, read back at the take.
   void set_expert_counting(bool on) override {
     counting_experts_ = on;
@@ -451,8 +481,10 @@ class CudaBackend final : public Backend {
   Scratch scratch_{*this};
   bool profiling_ = false;
   GroupedMoe grouped_moe_{*this};
-  std::vector<cudaEvent_t> events_;            // pool, reused across steps
-  std::vector<Phase> marks_;                   // phase starting at events_[i]
+  std::vector<cudaEvent_t> events_;         // pool, reused across steps
+  std::vector<Phase> marks_;                // phase starting at events_[i]
+  std::unique_ptr<CudaBuffer> sample_dev_;  // a step's SampleRows, then its tokens
+  std::unique_ptr<CudaHostBuffer> sample_host_;
   std::unique_ptr<CudaBuffer> touched_flags_;  // expert counting: [reported layer][expert] flags
   std::vector<int64_t> touched_layers_;        // experts of each reported layer
 };

@@ -144,6 +144,11 @@ void softmax_topk(const SoftmaxTopkArgs& a, cudaStream_t s);
 void grouped_topk(const GroupedTopkArgs& a, cudaStream_t s);
 // flags[ids[i]] = 1 for every id in [0, n_experts) (bench latency's count of the experts a step touched).
 void mark_experts(const int32_t* ids, int64_t n, uint8_t* flags, int64_t n_experts, cudaStream_t s);
+// Samples rows[i] of logits [.., vocab] into tokens[i] (rows and tokens device arrays of n) as
+// cpu::sample_row does, or writes kSampleNotFinite, or kSampleOnHost for a row this kernel does not sample
+// exactly (top-k above 1024, or a top-p nucleus reaching past the 1024 most likely tokens).
+inline constexpr int32_t kSampleOnHost = -2;
+void sample_rows(const float* logits, int64_t vocab, const SampleRow* rows, int64_t n, int32_t* tokens, cudaStream_t s);
 void gather_rows(const float* src, const int32_t* rows, float* dst, int64_t n, int64_t dim, cudaStream_t s);
 void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n, int64_t dim,
                       cudaStream_t s);
