@@ -41,18 +41,7 @@ prof() {  # name, config, batch
     $B/switchyard bench latency --device cuda --model "$2" --random-weights --batch "$3" --input-len 512 \
     --output-len 2 > "$R/ncu-$1.csv" 2> "$R/ncu-$1.err"
   echo "ncu $1 rc=$?" | tee -a "$S"
-  python3 - "$R/ncu-$1.csv" <<'PY' | tee -a "$S"
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-head = rows[0]; k = head.index("Kernel Name"); v = head.index("Metric Value"); u = head.index("Metric Unit")
-tot = collections.defaultdict(float); cnt = collections.Counter()
-for r in rows[1:]:
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(r[u], 1.0)
-    name = r[k].split("(")[0].split("<")[0][-48:]
-    tot[name] += float(r[v].replace(",", "")) * scale; cnt[name] += 1
-for name, us in sorted(tot.items(), key=lambda x: -x[1])[:14]:
-    print(f"{us/1e3:10.2f} ms {cnt[name]:6d}x  {name}")
-PY
+  python3 bench/results/ncu_summary.py "$R/ncu-$1.csv" | tee -a "$S"
 }
 if [ -z "$NO_PROF" ]; then
   prof glm5-b1 bench/configs/glm5-nvfp4-6layers 1

@@ -57,6 +57,20 @@ std::vector<int64_t> Backend::take_touched_experts() {
   return out;
 }
 
+void Backend::split_columns(const ColumnSplit& a) {
+  const int64_t total = a.width[0] + a.width[1] + a.width[2];
+  for (int64_t r = 0; r < a.rows; ++r) {
+    int64_t at = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      if (a.width[i] > 0) {
+        copy_on_device(a.dst[i] + r * a.width[i], a.src + r * total + at,
+                       static_cast<size_t>(a.width[i]) * sizeof(float));
+      }
+      at += a.width[i];
+    }
+  }
+}
+
 void Backend::sample_tokens(const float* logits, int64_t vocab, const SampleRow* rows, int64_t n, int32_t* tokens) {
   std::vector<float> row(static_cast<size_t>(vocab));
   for (int64_t i = 0; i < n; ++i) {

@@ -163,6 +163,7 @@ class Backend {
   virtual void indexer_topk(const IndexerTopkArgs& a) = 0;
   virtual void layer_norm(const float* x, WeightPtr weight, WeightPtr bias, float* y, int64_t rows, int64_t dim,
                           float eps) = 0;
+  virtual void split_columns(const ColumnSplit& a);
   // Samples rows of `logits` (this backend's memory, [.., vocab] fp32): tokens[i] (host) is the token drawn from
   // row rows[i].row as cpu::sample_row draws it, or kSampleNotFinite. rows and tokens are host arrays of n.
   // The default copies each row to the host and samples it there.

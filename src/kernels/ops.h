@@ -304,6 +304,16 @@ struct IndexerTopkArgs {
   void scatter_add_rows(float* dst, const int32_t* rows, const float* weights, const float* src, int64_t n, \
                         int64_t dim);
 
+// The column blocks of a row-major [rows, Σ width] matrix copied out into row-major matrices of their own
+// (dst[i] is [rows, width[i]]; Backend::split_columns): the q, k and v of one product over stacked weights. Unused
+// parts: width 0.
+struct ColumnSplit {
+  const float* src = nullptr;
+  int64_t rows = 0;
+  float* dst[3] = {};
+  int64_t width[3] = {};
+};
+
 // One logit row to sample (Backend::sample_tokens). Greedy when temperature is 0 (the first maximum: lowest
 // id on ties); else temperature, then top-k, top-p and min-p in the order transformers applies them, the
 // candidates ordered by scaled logit (lower id first on ties) and the draw made with `u` in [0, 1) from the

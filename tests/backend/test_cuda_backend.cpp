@@ -494,6 +494,41 @@ TEST_F(CudaVsCpu, MoeExpertsGroupedPath) {
   }
 }
 
+// The q, k and v of one stacked product: exact copies, on both backends, with widths that break float4 rows
+// and a part left out.
+TEST_F(CudaVsCpu, SplitColumnsCopiesEachBlockOut) {
+  for (auto [rows, w0, w1, w2] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 4096, 512, 512},
+                                  {10, 4096, 512, 512},
+                                  {256, 96, 32, 32},
+                                  {7, 13, 5, 3},
+                                  {3, 8, 4, 0}}) {
+    const auto src = randn(size_t(rows * (w0 + w1 + w2)), rng_);
+    std::vector<float> got[2][3];
+    int b = 0;
+    for (Backend* be : {cpu_.get(), gpu_.get()}) {
+      Dev d(*be);
+      float* parts[3] = {d.out(size_t(rows * w0)), d.out(size_t(rows * w1)), d.out(size_t(rows * w2))};
+      be->split_columns(
+          {.src = d.f32(src), .rows = rows, .dst = {parts[0], parts[1], parts[2]}, .width = {w0, w1, w2}});
+      const int64_t widths[3] = {w0, w1, w2};
+      for (int i = 0; i < 3; ++i) got[b][i] = d.host(parts[i], size_t(rows * widths[i]));
+      ++b;
+    }
+    const int64_t widths[3] = {w0, w1, w2};
+    int64_t at = 0;
+    for (int i = 0; i < 3; ++i) {
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < widths[i]; ++c) {
+          const float want = src[size_t(r * (w0 + w1 + w2) + at + c)];
+          ASSERT_EQ(got[0][i][size_t(r * widths[i] + c)], want) << "cpu part " << i << " row " << r << " col " << c;
+          ASSERT_EQ(got[1][i][size_t(r * widths[i] + c)], want) << "gpu part " << i << " row " << r << " col " << c;
+        }
+      }
+      at += widths[i];
+    }
+  }
+}
+
 TEST_F(CudaVsCpu, RandomFillIsTheSameGeneratorRoundedToBf16) {
   const int64_t n = 4099;
   auto c = cpu_->alloc(size_t(n) * 4);

@@ -91,9 +91,9 @@ TEST(CudaSampling, DrawsTheTokensOfTheHostSampler) {
         const SampleRow& s = rows[i];
         const int32_t expected = cpu::sample_row(logits.data() + s.row * vocab, vocab, s);
         ASSERT_GE(expected, 0);
-        EXPECT_EQ(tokens[i], expected) << "vocab " << vocab << " shape " << static_cast<int>(shape) << " row "
-                                       << s.row << " temperature " << s.temperature << " top_k " << s.top_k
-                                       << " top_p " << s.top_p << " min_p " << s.min_p << " u " << s.u;
+        EXPECT_EQ(tokens[i], expected) << "vocab " << vocab << " shape " << static_cast<int>(shape) << " row " << s.row
+                                       << " temperature " << s.temperature << " top_k " << s.top_k << " top_p "
+                                       << s.top_p << " min_p " << s.min_p << " u " << s.u;
         ++compared;
       }
     }

@@ -386,6 +386,7 @@ class CudaBackend final : public Backend {
     return split;
   }
 
+  void split_columns(const ColumnSplit& a) override { cuda::split_columns(a, stream_); }
   // Sampling where the logits are: the rows' parameters up, token ids back, one synchronisation. A row the
   // kernel leaves to the host (kSampleOnHost) is copied over and sampled there, with the same draw.
   void sample_tokens(const float* logits, int64_t vocab, const SampleRow* rows, int64_t n, int32_t* tokens) override {

@@ -145,7 +145,39 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
   }
 }
 
+// Block (row, part): the part's columns of the row, float4 at a time where every width is a multiple of 4.
+template <bool kVec>
+__global__ void split_columns_kernel(ColumnSplit a) {
+  const int64_t r = blockIdx.x;
+  const int part = static_cast<int>(blockIdx.y);
+  const int64_t width = a.width[part];
+  const int64_t offset = part == 0 ? 0 : (part == 1 ? a.width[0] : a.width[0] + a.width[1]);
+  const float* src = a.src + r * (a.width[0] + a.width[1] + a.width[2]) + offset;
+  float* dst = a.dst[part] + r * width;
+  if constexpr (kVec) {
+    for (int64_t i = threadIdx.x; i < width / 4; i += blockDim.x)
+      reinterpret_cast<float4*>(dst)[i] = reinterpret_cast<const float4*>(src)[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
 }  // namespace
+
+void split_columns(const ColumnSplit& a, cudaStream_t s) {
+  if (a.rows == 0) return;
+  const bool vec = a.width[0] % 4 == 0 && a.width[1] % 4 == 0 && a.width[2] % 4 == 0 &&
+                   reinterpret_cast<uintptr_t>(a.src) % 16 == 0 && reinterpret_cast<uintptr_t>(a.dst[0]) % 16 == 0 &&
+                   (a.width[1] == 0 || reinterpret_cast<uintptr_t>(a.dst[1]) % 16 == 0) &&
+                   (a.width[2] == 0 || reinterpret_cast<uintptr_t>(a.dst[2]) % 16 == 0);
+  const dim3 grid(static_cast<unsigned>(a.rows), 3);
+  if (vec) {
+    split_columns_kernel<true><<<grid, 256, 0, s>>>(a);
+  } else {
+    split_columns_kernel<false><<<grid, 256, 0, s>>>(a);
+  }
+  check_launch("split_columns");
+}
 
 void fill_random_normal_bf16(bf16_bits* dst, int64_t n, uint64_t seed, float mean, float stddev, cudaStream_t s) {
   if (n == 0) return;

@@ -42,6 +42,8 @@ void layer_norm(const float* x, const bf16_bits* weight, const bf16_bits* bias, 
                 float eps, cudaStream_t s);
 // y[i] += x[i]
 void add(float* y, const float* x, int64_t n, cudaStream_t s);
+// Backend::split_columns: dst[i][r, :] = src[r, offset_i : offset_i + width[i]].
+void split_columns(const ColumnSplit& a, cudaStream_t s);
 
 void rope(const RopeArgs& a, cudaStream_t s);
 

@@ -91,9 +91,9 @@ __device__ void block_inclusive_scan(double v, SampleShared& sh) {
   __syncthreads();
 }
 
-__global__ void __launch_bounds__(kThreads) sample_rows_kernel(const float* __restrict__ logits, int vocab,
-                                                                const SampleRow* __restrict__ rows,
-                                                                int32_t* __restrict__ tokens) {
+__global__ void __launch_bounds__(kThreads)
+    sample_rows_kernel(const float* __restrict__ logits, int vocab, const SampleRow* __restrict__ rows,
+                       int32_t* __restrict__ tokens) {
   __shared__ SampleShared sh;
   const SampleRow p = rows[blockIdx.x];
   const float* x = logits + p.row * static_cast<int64_t>(vocab);

@@ -12,7 +12,10 @@ namespace sy {
 namespace {
 // This file's buffers in the scratch the model's blocks share.
 constexpr std::string_view kArea = "gqa_attention";
-enum ScratchId : int { kQ, kK, kV, kAttn };
+enum ScratchId : int { kQ, kK, kV, kAttn, kQkv };
+// Up to this many tokens q, k and v come from one product over the stacked weights, split after (one launch
+// and one input conversion instead of three: decode batches); above it three products, no [T, q + 2 kv] copy.
+constexpr int64_t kStackedQkvMaxTokens = 256;
 }  // namespace
 
 GqaShard shard_gqa(const GqaAttentionConfig& c, int tp_rank, int tp) {
@@ -103,6 +106,10 @@ void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaA
   float* attn = scratch.area(kArea).get<float>(kAttn, T * q_dim);
   if (T == 1) {
     be.linear(x, w.qkv, w.qkv_bias, q, 1, q_dim + 2 * kv_dim, c.hidden);
+  } else if (T <= kStackedQkvMaxTokens) {
+    float* qkv = scratch.area(kArea).get<float>(kQkv, T * (q_dim + 2 * kv_dim));
+    be.linear(x, w.qkv, w.qkv_bias, qkv, T, q_dim + 2 * kv_dim, c.hidden);
+    be.split_columns({.src = qkv, .rows = T, .dst = {q, k, v}, .width = {q_dim, kv_dim, kv_dim}});
   } else {
     be.linear(x, w.q_proj, w.q_bias, q, T, q_dim, c.hidden);
     be.linear(x, w.k_proj, w.k_bias, k, T, kv_dim, c.hidden);
