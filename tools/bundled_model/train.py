@@ -251,6 +251,8 @@ def main():
 
     os.makedirs(args.out, exist_ok=True)
     model.config.router_aux_loss_coef = args.aux_coef  # what was used (added here, not by transformers)
+    model.config.architectures = ["Qwen3MoeForCausalLM"]
+    model.config.dtype = torch.bfloat16  # as stored
     model.config.save_pretrained(args.out)
     safetensors.torch.save_file(published_tensors(model), os.path.join(args.out, "model.safetensors"),
                                 metadata={"format": "pt"})

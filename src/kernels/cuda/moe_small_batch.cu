@@ -17,6 +17,7 @@ constexpr int kDownPairs = 4;  // pairs whose down rows a warp streams together
 // Largest staging of one token's activations in the down kernel (top_k · inter floats); past it they are
 // read from global memory.
 constexpr size_t kMaxStagedBytes = 160 * 1024;
+constexpr size_t kBf16MaxStagedBytes = 48 * 1024;
 
 // An expert array [n_experts, rows, cols] as the kernels stream it: 16-byte chunks of kPer weights, each
 // with the Scale its unpacking needs, loaded together with the chunk (a scale fetched only when the chunk is
@@ -206,7 +207,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(MoeExpertsArgs
 // kStaged: the token's activations are first staged in shared memory, rounded to bf16 and laid out as x_s
 // in the gate/up kernel (pair k, element q of chunk c at (k·kPer + q)·chunks + c). With 16 or 32 weights a
 // chunk, reading them from global memory puts a warp's 32 lanes 64 or 128 bytes apart, 16 or 32 cache lines
-// per load; staged, the lanes read consecutive words.
+// per load; staged, the lanes read consecutive words (bf16: staged where small, see run()).
 template <typename W, bool kStaged>
 __global__ void __launch_bounds__(kWarps * 32, 2) moe_down_combine_kernel(MoeExpertsArgs p, W dn, const float* act) {
   extern __shared__ float act_s[];
@@ -311,19 +312,19 @@ void run(const MoeExpertsArgs& p, const W& gate_up, const W& down, float* act, c
              dim3(kWarps * 32), static_cast<size_t>(p.hidden) * sizeof(float), s, "moe_gate_up", p, gate_up, act);
   const dim3 down_grid(static_cast<unsigned>((p.hidden + kWarps - 1) / kWarps), static_cast<unsigned>(p.tokens));
   const size_t staged = static_cast<size_t>(p.top_k * p.inter) * sizeof(float);
-  if constexpr (W::kPer > 8) {
-    if (staged <= kMaxStagedBytes) {
-      static size_t configured = 48 * 1024;
-      if (staged > configured) {
-        check_cuda(cudaFuncSetAttribute(moe_down_combine_kernel<W, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(kMaxStagedBytes)),
-                   "cudaFuncSetAttribute(moe_down_combine)");
-        configured = kMaxStagedBytes;
-      }
-      launch_pdl(moe_down_combine_kernel<W, true>, down_grid, dim3(kWarps * 32), staged, s, "moe_down_combine", p, down,
-                 static_cast<const float*>(act));
-      return;
+  // bf16 rows (8 weights a chunk) read unstaged activations as two float4 a chunk from L2, a dependent load in
+  // the inner loop; staged they are one shared-memory word. Staged only while two blocks still fit an SM.
+  if (W::kPer > 8 ? staged <= kMaxStagedBytes : staged <= kBf16MaxStagedBytes) {
+    static size_t configured = 48 * 1024;
+    if (staged > configured) {
+      check_cuda(cudaFuncSetAttribute(moe_down_combine_kernel<W, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kMaxStagedBytes)),
+                 "cudaFuncSetAttribute(moe_down_combine)");
+      configured = kMaxStagedBytes;
     }
+    launch_pdl(moe_down_combine_kernel<W, true>, down_grid, dim3(kWarps * 32), staged, s, "moe_down_combine", p, down,
+               static_cast<const float*>(act));
+    return;
   }
   launch_pdl(moe_down_combine_kernel<W, false>, down_grid, dim3(kWarps * 32), 0, s, "moe_down_combine", p, down,
              static_cast<const float*>(act));
