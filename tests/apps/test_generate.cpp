@@ -7,7 +7,10 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
 
 #include "common/fixture.h"
 #include "common/poisoned_checkpoint.h"
@@ -73,6 +76,24 @@ TEST(Generate, GreedyOutputAndLogitsMatchTheReference) {
         test::kLogitTolerance);
     fs::remove(npy);
   }
+}
+
+// The bundled model as the README's first command runs it: text in, and out the text transformers wrote (its
+// greedy continuation of the same prompt, decoded by the model's tokenizer; tests/fixtures/pydoc_moe).
+TEST(Generate, BundledModelWritesTheTextOfTransformers) {
+  const fs::path refs = test::fixtures_dir() / "pydoc_moe";
+  ASSERT_TRUE(fs::exists(refs / "reference.json"))
+      << "the bundled model's fixture is missing: run tools/bundled_model/make_reference.py";
+  const auto f = test::load_fixture("pydoc_moe");
+  std::ifstream in(refs / "reference.json");
+  const auto j = nlohmann::json::parse(in);
+  const auto prompt = j.at("prompt_texts").at(0).get<std::string>();
+  const auto want = j.at("greedy_text").get<std::string>();
+  ASSERT_EQ(prompt.find('\''), std::string::npos);
+  const RunResult r = run("generate --model " + f.dir.string() + " --prompt '" + prompt + "' --max-tokens " +
+                          std::to_string(f.greedy_tokens.size()) + " --ignore-eos");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(want), std::string::npos) << "expected the continuation\n" << want << "\ngot\n" << r.out;
 }
 
 TEST(Generate, BadInputGivesOneLineAndExitCode2) {

@@ -42,14 +42,23 @@ inline std::vector<std::string> fixture_names() {
   return names;
 }
 
+// The model folder of fixture `name`: its own, or the one its reference.json names (model_dir, relative to
+// tests/fixtures: the bundled model under models/).
+inline std::filesystem::path model_dir(const std::string& name) {
+  std::filesystem::path refs = fixtures_dir() / name;
+  std::ifstream in(refs / "reference.json");
+  if (!in) return refs;
+  const auto j = nlohmann::json::parse(in);
+  return j.contains("model_dir") ? (fixtures_dir() / j.at("model_dir").get<std::string>()).lexically_normal() : refs;
+}
+
 inline Fixture load_fixture(const std::string& name) {
   Fixture f;
   f.name = name;
   const std::filesystem::path refs = fixtures_dir() / name;
   std::ifstream in(refs / "reference.json");
   const auto j = nlohmann::json::parse(in);
-  // A fixture of a model kept elsewhere (the bundled model under models/) names its folder.
-  f.dir = j.contains("model_dir") ? (fixtures_dir() / j.at("model_dir").get<std::string>()).lexically_normal() : refs;
+  f.dir = model_dir(name);
   f.prompts = j.at("prompts").get<std::vector<std::vector<int32_t>>>();
   for (size_t i = 0; i < f.prompts.size(); ++i) {
     f.prompt_logits.push_back(read_npy_f32(refs / ("logits_prompt" + std::to_string(i) + ".npy")));

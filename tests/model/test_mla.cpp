@@ -110,7 +110,7 @@ TEST(MlaModel, RandomWeightsForEveryNewFamily) {
   auto backend = make_cpu_backend();
   for (const char* name :
        {"deepseek_v3_base", "deepseek_v3_kimi", "glm4_moe_base", "deepseek_v32_base", "glm_moe_dsa_base"}) {
-    const auto m = load_model({.dir = test::fixtures_dir() / name, .random_weights = true, .seed = 5}, *backend);
+    const auto m = load_model({.dir = test::model_dir(name), .random_weights = true, .seed = 5}, *backend);
     EXPECT_GT(m->info().weight_bytes, 0u) << name;
   }
 }

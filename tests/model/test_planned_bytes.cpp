@@ -35,7 +35,7 @@ TEST(PlannedBytes, EveryRankBindsWhatThePlannerSays) {
   int64_t layouts = 0, refused_by_loader = 0;
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
-    const std::filesystem::path dir = test::fixtures_dir() / name;
+    const std::filesystem::path dir = test::model_dir(name);
     const ModelDesc desc = load_model_desc(dir);
     const Checkpoint ckpt = Checkpoint::open(dir);
     const WeightTable from_config = weights_from_config(desc);

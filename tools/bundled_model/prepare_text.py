@@ -13,10 +13,10 @@ code and literal blocks, doctest sessions, tables, directives that hold no prose
 (ChatML: a user asks about the title, the assistant answers with the paragraph), so that the chat template
 leads somewhere.
 
-Writes one JSON document per line: {"kind": "prose" | "chat", "split": "train" | "val", "text": ...}; a
+Writes one JSON document per line: {"kind": "prose" | "chat", "split": "train" | "val", "set": ..., "text": ...}; a
 document's split comes from a stable hash of its source file, so that validation text is never trained on.
 
-Usage: python3 tools/bundled_model/prepare_text.py --out corpus.jsonl
+Usage: python3 tools/bundled_model/prepare_text.py --out corpus.jsonl [--sets python,sphinx,django]
 """
 
 import argparse
@@ -234,11 +234,11 @@ def parse_html(text):
 
 # (folder, file suffix, parser): the prose of three documentation sets Debian 12 ships, each under a
 # permissive licence (see models/<name>/NOTICE).
-SOURCE_SETS = [
-    ("/usr/share/doc/python3.11/html/_sources", ".rst.txt", parse),  # python3.11-doc: PSF License 2
-    ("/usr/share/doc/sphinx-doc/html/_sources", ".rst.txt", parse),  # sphinx-doc: BSD-2-Clause
-    ("/usr/share/doc/python-django-doc/html", ".html", parse_html),  # python-django-doc: BSD-3-Clause
-]
+SOURCE_SETS = {
+    "python": ("/usr/share/doc/python3.11/html/_sources", ".rst.txt", parse),  # python3.11-doc: PSF License 2
+    "sphinx": ("/usr/share/doc/sphinx-doc/html/_sources", ".rst.txt", parse),  # sphinx-doc: BSD-2-Clause
+    "django": ("/usr/share/doc/python-django-doc/html", ".html", parse_html),  # python-django-doc: BSD-3-Clause
+}
 SKIP = ("whatsnew/changelog", "genindex", "py-modindex", "search", "_modules", "releases/", "changes")
 
 
@@ -246,20 +246,24 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--val-every", type=int, default=25, help="one source file in this many is validation text")
+    ap.add_argument("--sets", default="python,sphinx,django", help="which documentation sets, comma-separated")
     args = ap.parse_args()
     files = []
-    for root_dir, suffix, parser in SOURCE_SETS:
+    for name in args.sets.split(","):
+        if name not in SOURCE_SETS:
+            sys.exit(f"unknown set {name!r}; the sets are {', '.join(SOURCE_SETS)}")
+        root_dir, suffix, parser = SOURCE_SETS[name]
         if not os.path.isdir(root_dir):
             sys.exit(f"{root_dir} does not exist: apt-get install python3.11-doc sphinx-doc python-django-doc")
         for root, _, names in os.walk(root_dir):
             for n in names:
                 if n.endswith(suffix):
-                    files.append((root_dir, os.path.join(root, n), parser))
-    files.sort(key=lambda f: f[1])
+                    files.append((name, root_dir, os.path.join(root, n), parser))
+    files.sort(key=lambda f: f[2])
     counts = {"train": 0, "val": 0}
     chars = {"train": 0, "val": 0}
     with open(args.out, "w", encoding="utf-8") as out:
-        for root_dir, path, parser in files:
+        for set_name, root_dir, path, parser in files:
             rel = os.path.relpath(path, os.path.dirname(root_dir.rstrip("/")))
             if any(s in rel for s in SKIP):
                 continue
@@ -269,12 +273,12 @@ def main():
                 paragraphs, sections = parser(f.read())
             if paragraphs:
                 text = "\n\n".join(paragraphs)
-                out.write(json.dumps({"kind": "prose", "split": split, "source": rel, "text": text}) + "\n")
+                out.write(json.dumps({"kind": "prose", "split": split, "set": set_name, "source": rel, "text": text}) + "\n")
                 counts[split] += 1
                 chars[split] += len(text)
             for j, (t, p) in enumerate(sections):
                 text = chat(t, p, digest + j)
-                out.write(json.dumps({"kind": "chat", "split": split, "source": rel, "text": text}) + "\n")
+                out.write(json.dumps({"kind": "chat", "split": split, "set": set_name, "source": rel, "text": text}) + "\n")
                 chars[split] += len(text)
     print(f"{len(files)} source files; documents train {counts['train']} val {counts['val']}; "
           f"characters train {chars['train']} val {chars['val']}")

@@ -39,21 +39,28 @@ SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
                  "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
                  "{% endif %}")
-NOTICE = """This model (switchyard's bundled example, made by tools/bundled_model/train.py from random initial weights)
-was trained on the English prose of three documentation sets as Debian 12 ships them, extracted by
-tools/bundled_model/prepare_text.py (code blocks, tables and markup dropped):
+NOTICE_HEAD = """This model (switchyard's bundled example, made by tools/bundled_model/train.py from random initial weights)
+was trained on the English prose of documentation Debian 12 ships, extracted by tools/bundled_model/prepare_text.py
+(code blocks, tables and markup dropped):
 
-- python3.11-doc 3.11.2 (the Python 3.11 documentation): Copyright (c) 2001-2023 Python Software Foundation; all
+"""
+NOTICE_SETS = {
+    "python": """- python3.11-doc 3.11.2 (the Python 3.11 documentation): Copyright (c) 2001-2023 Python Software Foundation; all
   rights reserved. Licensed under the Python Software Foundation License Version 2 (the examples under the
   Zero-Clause BSD licence); see /usr/share/doc/python3.11-doc/copyright and https://docs.python.org/3/license.html.
-- sphinx-doc 5.3.0 (the Sphinx documentation): Copyright 2007-2022 the Sphinx team; BSD-2-Clause; see
+""",
+    "sphinx": """- sphinx-doc 5.3.0 (the Sphinx documentation): Copyright 2007-2022 the Sphinx team; BSD-2-Clause; see
   /usr/share/doc/sphinx-doc/copyright.
-- python-django-doc 3.2.25 (the Django documentation): Copyright (c) Django Software Foundation and individual
+""",
+    "django": """- python-django-doc 3.2.25 (the Django documentation): Copyright (c) Django Software Foundation and individual
   contributors; BSD-3-Clause; see /usr/share/doc/python-django-doc/copyright.
-
+""",
+}
+NOTICE_TAIL = """
 The model reproduces phrases of that text. It is a demonstration of the engine, not a useful assistant: its
-statements about Python, Sphinx or Django are often wrong.
+statements about the software documented there are often wrong.
 """
+DEVICE = "cuda"  # where the model trains (--device)
 PROMPTS = [
     "The Python interpreter",
     "A list is",
@@ -109,7 +116,7 @@ def evaluate(model, val_batches):
     model.eval()
     total, n = 0.0, 0
     for x in val_batches:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
             out = model(input_ids=x, labels=x, output_router_logits=False)
         total += float(out.loss)
         n += 1
@@ -122,7 +129,7 @@ def expert_usage(model, val_batches, n_layers, n_experts, top_k):
     counts = np.zeros((n_layers, n_experts), dtype=np.int64)
     model.eval()
     for x in val_batches:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
             out = model(input_ids=x, output_router_logits=True)
         for layer, logits in enumerate(out.router_logits):
             chosen = torch.topk(logits.float(), top_k, dim=-1).indices.flatten().cpu().numpy()
@@ -159,6 +166,7 @@ def main():
     ap.add_argument("--corpus", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--device", default="cuda", help="cuda (the GPU machine) or cpu (slow: hours)")
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
@@ -180,7 +188,8 @@ def main():
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    device = "cuda"
+    global DEVICE
+    DEVICE = device = args.device
     docs = [json.loads(line) for line in open(args.corpus, encoding="utf-8")]
     train_texts = [d["text"] for d in docs if d["split"] == "train"]
     val_texts = [d["text"] for d in docs if d["split"] == "val"]
@@ -224,7 +233,7 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         x = windows(train_ids, args.batch, args.seq, rng, device)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
             out = model(input_ids=x, labels=x, output_router_logits=True)
         aux_t = sum(load_balancing_loss_func((g,), args.experts, args.top_k) for g in out.router_logits)
         aux_t = aux_t / len(out.router_logits)
@@ -270,7 +279,8 @@ def main():
                    "temperature": 0.8, "top_p": 0.95, "top_k": 40}, f, indent=2)
 
     with open(os.path.join(args.out, "NOTICE"), "w") as f:
-        f.write(NOTICE)
+        sets = sorted({d.get("set", "python") for d in docs}, key=list(NOTICE_SETS).index)
+        f.write(NOTICE_HEAD + "".join(NOTICE_SETS[name] for name in sets) + NOTICE_TAIL)
 
     # Continuations from the saved folder, read back as a user would.
     hf_tok = transformers.PreTrainedTokenizerFast(tokenizer_file=os.path.join(args.out, "tokenizer.json"))
