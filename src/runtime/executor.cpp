@@ -42,10 +42,10 @@ void Executor::check_batch(const ForwardBatch& b, const KvCacheView& kv) const {
   for (int32_t r : b.logit_rows) SY_CHECK(r >= 0 && r < T, "logit row {} is outside the batch's {} tokens", r, T);
 }
 
+// Every row to the host, nothing sampled: forward_and_sample with no rows to sample copies them all.
 void Executor::forward(const ForwardBatch& b, const KvCacheView& kv, float* logits) {
-  check_batch(b, kv);
-  if (plan_.single()) return forward_local(b, kv, logits);
-  forward_parallel(b, kv, logits);
+  StepOutputs out{.logits = logits};
+  forward_and_sample(b, kv, out);
 }
 
 // Sends every index array of `b` to the device in one copy (on a GPU each copy is a round trip), with the
@@ -98,6 +98,9 @@ StepInput Executor::upload(const ForwardBatch& b, const KvCacheView& kv) {
   return in;
 }
 
+namespace {
+
+// Samples out.sample on the host from `logits` [logit_rows, vocab] (in parallel over rows).
 void sample_on_host(const float* logits, int64_t vocab, StepOutputs& out) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto n = static_cast<int64_t>(out.sample.size());
@@ -111,6 +114,8 @@ void sample_on_host(const float* logits, int64_t vocab, StepOutputs& out) {
   }
   out.host_sampling_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
+
+}  // namespace
 
 void StepRunner::forward_and_sample(const ForwardBatch& batch, const KvCacheView& kv, StepOutputs& out) {
   forward(batch, kv, out.logits);
@@ -171,21 +176,6 @@ StepLogits Executor::compute_local(const ForwardBatch& b, const KvCacheView& kv)
   StepLogits out;
   out.device = run_captured(shape, [&] { return model_.forward(in, kv).device; });
   return out;
-}
-
-void Executor::forward_local(const ForwardBatch& b, const KvCacheView& kv, float* logits) {
-  const int64_t V = model_.info().vocab_size;
-  const auto R = static_cast<int64_t>(b.logit_rows.size());
-  const StepLogits out = compute_local(b, kv);
-  if (R == 0) return;
-  const size_t bytes = static_cast<size_t>(R * V) * sizeof(float);
-  if (out.device != nullptr) {
-    backend_.mark(Phase::other);
-    backend_.copy_to_host(logits, out.device, bytes);
-  } else {
-    SY_CHECK(out.host != nullptr, "the model's last stage returned no logits for {} rows", R);
-    std::copy_n(out.host, R * V, logits);
-  }
 }
 
 // First time a shape is seen: run eagerly (which also sizes every scratch buffer). Second time: capture,

@@ -45,9 +45,6 @@ struct StepOutputs {
   double host_sampling_ms = 0.0;  // out: host time spent sampling in this step
 };
 
-// Samples out.sample on the host from `logits` [logit_rows, vocab] (in parallel over rows).
-void sample_on_host(const float* logits, int64_t vocab, StepOutputs& out);
-
 // What the engine steps: a host batch in, logits out. The executor over a loaded model, or a test's
 // stand-in for one.
 class StepRunner {
@@ -90,7 +87,6 @@ class Executor final : public StepRunner {
   void check_batch(const ForwardBatch& b, const KvCacheView& kv) const;
   StepInput upload(const ForwardBatch& b, const KvCacheView& kv);
   StepLogits compute_local(const ForwardBatch& b, const KvCacheView& kv);
-  void forward_local(const ForwardBatch& b, const KvCacheView& kv, float* logits);
   void forward_parallel(const ForwardBatch& b, const KvCacheView& kv, float* logits);
   void run_stage(const ForwardBatch& lb, const KvCacheView& kv, std::vector<float>& logits);
   const float* run_captured(const StepShape& shape, const std::function<const float*()>& compute);

@@ -407,12 +407,8 @@ class CudaBackend final : public Backend {
                "cudaMemcpyAsync(D2H)");
     synchronize();
     std::memcpy(tokens, host + row_bytes, token_bytes);
-    std::vector<float> row;
     for (int64_t i = 0; i < n; ++i) {
-      if (tokens[i] != cuda::kSampleOnHost) continue;
-      row.resize(static_cast<size_t>(vocab));
-      copy_to_host(row.data(), logits + rows[i].row * vocab, row.size() * sizeof(float));
-      tokens[i] = cpu::sample_row(row.data(), vocab, rows[i]);
+      if (tokens[i] == cuda::kSampleOnHost) Backend::sample_tokens(logits, vocab, rows + i, 1, tokens + i);
     }
   }
 
