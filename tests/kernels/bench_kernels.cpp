@@ -1,7 +1,7 @@
 // bench_kernels: times each CPU kernel against its scalar reference on random inputs of model-like sizes
 // and prints a table (median of runs after a warm-up, with the cpu kernel's achieved GFLOP/s and GB/s).
 // With --cuda-moe (CUDA builds): the routed-experts paths alone on the GPU instead; with
-// --cuda-attention the GQA attention kernels.
+// --cuda-attention the GQA attention kernels; with --cuda-fp8 the block-FP8 products (bench_fp8.cpp).
 // A benchmark, not a test: it asserts nothing.
 #include <algorithm>
 #include <chrono>
@@ -26,6 +26,9 @@
 #endif
 
 namespace sy {
+#ifdef SY_WITH_CUDA
+void bench_cuda_fp8();  // bench_fp8.cpp
+#endif
 namespace {
 
 std::mt19937 g_rng(2024);
@@ -535,6 +538,10 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::strcmp(argv[1], "--cuda-attention") == 0) {
     bench_cuda_attention();
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--cuda-fp8") == 0) {
+    bench_cuda_fp8();
     return 0;
   }
 #endif

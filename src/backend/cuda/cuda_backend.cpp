@@ -176,10 +176,11 @@ class CudaBackend final : public Backend {
     }
     return false;
   }
-  // Up to 4 rows the FP8 and 4-bit GEMVs read each weight byte once; more rows widen the matrix to bf16 in
-  // scratch and take cuBLAS (measured on H200, Qwen3-30B-A3B-FP8 at 8 rows: the GEMV's x reads and register
-  // pressure (211 registers, one block per SM) made its attention phase 5.7 ms per step against 4.2 for
-  // BF16 on cuBLAS).
+  // Up to 4 rows the FP8 and 4-bit GEMVs read each weight byte once (measured on H200, Qwen3-30B-A3B-FP8 at 8
+  // rows: the GEMV's x reads and register pressure (211 registers, one block per SM) made its attention phase
+  // 5.7 ms per step against 4.2 for BF16 on cuBLAS). Up to kFp8TensorCoreRows rows, block-FP8 with 128-column
+  // blocks takes the FP8 tensor cores (x quantised per row and 128 columns); more rows, and other forms, widen the
+  // matrix to bf16 in scratch and take cuBLAS.
   void linear_quant(const float* x, const Matrix& w, WeightPtr bias, float* y, int64_t m, int64_t n,
                     int64_t k) override {
     SY_CHECK(!w.q.dense(), "CUDA linear_quant: a dense [{}, {}] matrix", n, k);
@@ -191,6 +192,15 @@ class CudaBackend final : public Backend {
       cuda::f32_to_bf16(x, xb, m * k, stream_);
       if (fp8) return cuda::gemv_fp8(xb, q, w.q, bf(bias), y, m, n, k, stream_);
       return cuda::gemv_q4(xb, q, w.q, bf(bias), y, m, n, k, stream_);
+    }
+    if (fp8 && m <= kFp8TensorCoreRows && aligned16(q) && aligned16(x) && aligned16(y) &&
+        cuda::fp8_act_supported(w.q, k) && n % 2 == 0) {
+      auto* xq = scratch_.get<uint8_t>(kFp8X, m * k);
+      auto* xs = scratch_.get<float>(kFp8XScales, m * cuda::fp8_act_scale_cols(k));
+      cuda::quantise_fp8_rows(x, m, k, xq, xs, stream_);
+      const int64_t partials = cuda::gemm_fp8_partials(m, n, k);
+      return cuda::gemm_fp8({.q = xq, .scales = xs}, q, w.q, bf(bias), y,
+                            partials > 0 ? scratch_.get<float>(kFp8Partials, partials) : nullptr, m, n, k, stream_);
     }
     bf16_bits* wide = scratch_.get<bf16_bits>(kWideWeight, n * k);
     if (fp8) {
@@ -353,11 +363,19 @@ class CudaBackend final : public Backend {
     if (pairs == 0) return;
     const int tile_m = cuda::moe_grouped_tile_m(pairs, c.n_experts);
     int32_t* route = scratch_.get<int32_t>(kMoeRoute, cuda::moe_grouped_route_ints(pairs, c.n_experts, tile_m));
-    const cuda::MoeGroupedScratch g{.route = cuda::moe_grouped_route_at(route, pairs, c.n_experts, tile_m),
-                                    .x_bf16 = scratch_.get<bf16_bits>(kMoeXBf16, c.tokens * c.hidden),
-                                    .act = scratch_.get<bf16_bits>(kMoeActBf16, pairs * c.inter),
-                                    .y = scratch_.get<float>(kMoeY, pairs * c.hidden),
-                                    .tile_m = tile_m};
+    cuda::MoeGroupedScratch g{.route = cuda::moe_grouped_route_at(route, pairs, c.n_experts, tile_m),
+                              .x_bf16 = nullptr,
+                              .act = scratch_.get<bf16_bits>(kMoeActBf16, pairs * c.inter),
+                              .y = scratch_.get<float>(kMoeY, pairs * c.hidden),
+                              .tile_m = tile_m};
+    if (tile_m <= kFp8TensorCoreTileM && cuda::moe_grouped_fp8_act(c)) {  // W8A8 on the FP8 tensor cores
+      g.x_fp8 = scratch_.get<uint8_t>(kFp8X, c.tokens * c.hidden);
+      g.x_scales = scratch_.get<float>(kFp8XScales, c.tokens * cuda::fp8_act_scale_cols(c.hidden));
+      g.act_fp8 = scratch_.get<uint8_t>(kFp8Act, pairs * c.inter);
+      g.act_scales = scratch_.get<float>(kFp8ActScales, pairs * cuda::fp8_act_scale_cols(c.inter));
+    } else {
+      g.x_bf16 = scratch_.get<bf16_bits>(kMoeXBf16, c.tokens * c.hidden);
+    }
     mark(Phase::router);
     cuda::moe_grouped_dispatch(c, g, stream_);
     mark(Phase::experts);
@@ -371,6 +389,13 @@ class CudaBackend final : public Backend {
   // at 8 and 16 pairs (34 vs 44 µs, 53 vs 56 µs), the grouped path from 32 (85 vs 92 µs; at 80 pairs 144
   // vs 204 µs), as soon as pairs start sharing experts.
   static constexpr int64_t kSmallBatchPairs = 16;
+  // Block-FP8 on the FP8 tensor cores against the same bytes widened to bf16 (measured on H200, bench_kernels
+  // --cuda-fp8, Qwen3-30B-A3B shapes, bench/results/fp8-tc-h200/): dense projections 10-13 µs against 17-18
+  // up to 32 rows, slower from 128 (q/k/v 35 against 19 µs; the widened product's cuBLAS runs near the matrix rate
+  // where these mma.sync tiles reach 60-180 TFLOP/s); routed experts faster up to 2,048 pairs (16 and 32-row
+  // tiles: 197 against 287 µs at 512 pairs), slower from 64-row tiles (585 against 435 µs at 4,096 pairs).
+  static constexpr int64_t kFp8TensorCoreRows = 64;
+  static constexpr int kFp8TensorCoreTileM = 32;
   static bool small_batch(const MoeExpertsArgs& c) {
     return c.tokens * c.top_k <= kSmallBatchPairs && cuda::moe_small_batch_supported(c);
   }
@@ -455,7 +480,8 @@ class CudaBackend final : public Backend {
 
   // Slots of scratch_: the bf16 copy of a matrix-product input, the expert paths' intermediates and
   // the split attention's partials.
-  // kWideWeight: a quantised matrix widened to bf16 for cuBLAS; kIndexScores: the sparse indexer's key scores.
+  // kWideWeight: a quantised matrix widened to bf16 for cuBLAS; kIndexScores: the sparse indexer's key scores;
+  // kFp8*: inputs quantised for the FP8 tensor cores (E4M3 values and their scales) and split-k partial sums.
   enum ScratchSlot : int {
     kXBf16 = 0,
     kMoeAct,
@@ -467,7 +493,12 @@ class CudaBackend final : public Backend {
     kMoeXBf16,
     kMoeActBf16,
     kWideWeight,
-    kIndexScores
+    kIndexScores,
+    kFp8X,
+    kFp8XScales,
+    kFp8Act,
+    kFp8ActScales,
+    kFp8Partials
   };
 
   int device_ = 0;

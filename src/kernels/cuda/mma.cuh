@@ -1,6 +1,6 @@
 // Tensor-core and asynchronous-copy primitives shared by the CUDA kernels (sm_80+ PTX): 16-byte
 // cp.async with zero fill, ldmatrix (plain and transposed) and mma.sync m16n8k16 bf16 with fp32
-// accumulation.
+// accumulation, and mma.sync m16n8k32 E4M3.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -42,6 +42,17 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// d[16x8] += a[16x32] · b[32x8], E4M3 inputs, fp32 accumulators. In bytes the fragments are those of mma_bf16
+// with two E4M3 values where it has one bf16 (lane 4·g + i: a rows g, g+8 at bytes 4i..4i+3 and 16+4i..; b bytes
+// 4i..4i+3 and 16+4i.. of column g), so the same ldmatrix addressing loads them from [rows][k bytes] tiles.
+__device__ __forceinline__ void mma_fp8(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));

@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/fp8.cuh"
+#include "kernels/cuda/gemm_tile.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/q4.cuh"
 
@@ -137,9 +138,8 @@ __global__ void moe_route_kernel(RouteArgs a) {
 
 // ---- grouped GEMM ---------------------------------------------------------------------------------
 
-// Element offset of 16-byte chunk c of row r in a [rows][kBK] bf16 tile: chunks XOR-swizzled by the
-// row's low bits, so that cp.async writes and ldmatrix reads of 8 rows hit 8 different bank groups.
-__device__ __forceinline__ int swizzle(int r, int c) { return r * kBK + ((c ^ (r & 7)) * 8); }
+// Element offset of 16-byte chunk c of row r in a [rows][kBK] bf16 tile (swizzle128 in bf16 units).
+__device__ __forceinline__ int swizzle(int r, int c) { return swizzle128(r, c) / 2; }
 
 struct GemmArgs {
   const bf16_bits* a;  // gate_up: x in bf16 [tokens, k] (row r reads token row_pair[r] / top_k);
@@ -310,14 +310,7 @@ __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_
       (void)stage;
     }
   };
-  // B row (within the CTA tile) of the warp's n8 tile j.
-  const auto b_row = [&](int j) {
-    if constexpr (kGateUp) {
-      return j < NT / 2 ? wn * (WN / 2) + j * 8 : kBN / 2 + wn * (WN / 2) + (j - NT / 2) * 8;
-    } else {
-      return wn * WN + j * 8;
-    }
-  };
+  const WarpTile<MT, NT, kBN, kGateUp> warp_tile{.m0 = wm * WM, .wn = wn, .lane = lane};
 
   float acc[MT][NT][4];
 #pragma unroll
@@ -346,21 +339,7 @@ __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk) {
       uint32_t af[MT][4], bfr[NT][2];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const int r = wm * WM + mt * 16 + (lane & 15);
-        ldmatrix_x4(af[mt], As + swizzle(r, kk * 2 + (lane >> 4)));
-      }
-#pragma unroll
-      for (int p = 0; p < NT / 2; ++p) {
-        const int n = b_row(2 * p) + (lane & 7) + ((lane >> 4) << 3);
-        uint32_t r[4];
-        ldmatrix_x4(r, Bs + swizzle(n, kk * 2 + ((lane >> 3) & 1)));
-        bfr[2 * p][0] = r[0];
-        bfr[2 * p][1] = r[1];
-        bfr[2 * p + 1][0] = r[2];
-        bfr[2 * p + 1][1] = r[3];
-      }
+      warp_tile.load(As, Bs, kk, af, bfr);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -368,40 +347,7 @@ __global__ void __launch_bounds__(WARPS_M* kWarpsN * 32, MIN_CTAS) grouped_gemm_
     }
   }
   cp_async_wait<0>();
-
-  // Accumulator q of n8 tile j: row (lane / 4) + 8 · (q / 2), column 2 · (lane % 4) + q % 2.
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = wm * WM + mt * 16 + (lane >> 2) + h * 8;
-      if (r >= rows) continue;
-      const int64_t row = row0 + r;
-      if constexpr (kGateUp) {
-        bf16_bits* act = static_cast<bf16_bits*>(g.out);
-#pragma unroll
-        for (int j = 0; j < NT / 2; ++j) {
-          const int64_t col = static_cast<int64_t>(nb) * (kBN / 2) + wn * (WN / 2) + j * 8 + (lane & 3) * 2;
-          if (col >= g.n_out) continue;
-          float v[2];
-#pragma unroll
-          for (int q = 0; q < 2; ++q) {
-            const float gate = acc[mt][j][2 * h + q], up = acc[mt][j + NT / 2][2 * h + q];
-            v[q] = gate / (1.0f + __expf(-gate)) * up;
-          }
-          *reinterpret_cast<__nv_bfloat162*>(act + row * g.n_out + col) = __floats2bfloat162_rn(v[0], v[1]);
-        }
-      } else {
-        float* y = static_cast<float*>(g.out) + static_cast<int64_t>(g.route.row_pair[row]) * g.n_out;
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          const int64_t col = static_cast<int64_t>(nb) * kBN + wn * WN + j * 8 + (lane & 3) * 2;
-          if (col >= g.n_out) continue;
-          *reinterpret_cast<float2*>(y + col) = make_float2(acc[mt][j][2 * h], acc[mt][j][2 * h + 1]);
-        }
-      }
-    }
-  }
+  warp_tile.store(acc, rows, row0, nb, g.route.row_pair, g.out, g.n_out);
 }
 
 // ---- combine --------------------------------------------------------------------------------------
@@ -536,11 +482,13 @@ void moe_grouped_dispatch(const MoeExpertsArgs& p, const MoeGroupedScratch& g, c
                                                 .max_tiles = static_cast<int>(max_tiles(pairs, E, g.tile_m)),
                                                 .route = g.route});
   check_launch("moe_route");
+  if (g.x_fp8) return quantise_fp8_rows(p.x, p.tokens, p.hidden, g.x_fp8, g.x_scales, s);
   f32_to_bf16(p.x, g.x_bf16, p.tokens * p.hidden, s);
 }
 
 void moe_grouped_gemms(const MoeExpertsArgs& p, const MoeGroupedScratch& g, cudaStream_t s) {
   if (p.tokens * p.top_k == 0) return;
+  if (g.x_fp8) return moe_grouped_gemms_fp8(p, g, s);
   switch (g.tile_m) {
     case Tiles16::kBM:
       return run_gemms<Tiles16>(p, g, s);

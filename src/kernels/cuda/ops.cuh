@@ -128,6 +128,12 @@ struct MoeGroupedScratch {
   bf16_bits* act;      // [tokens * top_k, inter], SiLU(gate)·up by row
   float* y;            // [tokens * top_k, hidden], expert output by pair
   int tile_m;          // 16, 32, 64 or 128 (moe_grouped_tile_m picks one)
+  // Block-FP8 experts on the FP8 tensor cores (moe_grouped_fp8_act): x and act quantised per row and 128
+  // columns (E4M3 [rows, k], scales [rows, fp8_act_scale_cols(k)]); null otherwise (x_bf16 is then used).
+  uint8_t* x_fp8 = nullptr;
+  float* x_scales = nullptr;
+  uint8_t* act_fp8 = nullptr;
+  float* act_scales = nullptr;
 };
 // Weights bf16, block FP8 or 4-bit (gate_up_q and down_q alike; as moe_small_batch_supported).
 bool moe_grouped_supported(const MoeExpertsArgs& p);
@@ -139,6 +145,32 @@ GroupedRoute moe_grouped_route_at(int32_t* base, int64_t pairs, int64_t n_expert
 void moe_grouped_dispatch(const MoeExpertsArgs& a, const MoeGroupedScratch& g, cudaStream_t s);
 void moe_grouped_gemms(const MoeExpertsArgs& a, const MoeGroupedScratch& g, cudaStream_t s);
 void moe_grouped_combine(const MoeExpertsArgs& a, const MoeGroupedScratch& g, cudaStream_t s);
+
+// Block-FP8 products on the FP8 tensor cores (fp8_gemm.cu, W8A8): activations quantised per row and 128 columns
+// to E4M3 with scale amax / 448 (1 for an all-zero block), each value x / scale rounded to nearest, saturated at
+// ±448; mma.sync m16n8k32 E4M3 whose 32-column partial products are added into fp32 times the activation row's and
+// the weight block's scales.
+inline constexpr int64_t kFp8ActCols = 128;
+__host__ __device__ constexpr int64_t fp8_act_scale_cols(int64_t k) { return (k + kFp8ActCols - 1) / kFp8ActCols; }
+// Rows quantised by quantise_fp8_rows: E4M3 [rows, k] and fp32 scales [rows, fp8_act_scale_cols(k)].
+struct Fp8Rows {
+  const uint8_t* q;
+  const float* scales;
+};
+// Weights these products read: block-FP8 with blocks of whole multiples of 128 columns and of 8 rows, rows of
+// whole 16-byte chunks.
+bool fp8_act_supported(const QuantView& q, int64_t k);
+void quantise_fp8_rows(const float* x, int64_t rows, int64_t k, uint8_t* q, float* scales, cudaStream_t s);
+void quantise_fp8_rows(const bf16_bits* x, int64_t rows, int64_t k, uint8_t* q, float* scales, cudaStream_t s);
+// Dense y[m, n] = x · w^T (+ bias) from quantised x; split over k when the output has too few tiles to fill the
+// GPU, the slices' sums in `partials` (gemm_fp8_partials floats; 0: none needed) added in a fixed order.
+int64_t gemm_fp8_partials(int64_t m, int64_t n, int64_t k);
+void gemm_fp8(const Fp8Rows& x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, float* partials,
+              int64_t m, int64_t n, int64_t k, cudaStream_t s);
+// Whether block-FP8 experts take the FP8 tensor cores (both arrays as fp8_act_supported), and their grouped
+// GEMMs (after moe_grouped_dispatch, which then quantises x into g.x_fp8; act quantised between the two).
+bool moe_grouped_fp8_act(const MoeExpertsArgs& p);
+void moe_grouped_gemms_fp8(const MoeExpertsArgs& p, const MoeGroupedScratch& g, cudaStream_t s);
 
 // Routing (routing.cu): softmax top-k; sigmoid group-limited top-k, which needs n_group <= 64 (one warp per
 // token up to 512 experts, one thread per token beyond).
