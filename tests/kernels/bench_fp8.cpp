@@ -76,9 +76,10 @@ void bench_cuda_fp8() {
   auto be = make_cuda_backend(0);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
-  std::printf("Dense block-FP8 projections: µs per call (64x64 blocks: widened to bf16 + cuBLAS; 128x128: FP8 "
-              "tensor cores)\n\n| %5s | %5s | %5s | %10s | %10s | %8s | %9s |\n",
-              "m", "n", "k", "widen us", "fp8 tc us", "GB/s tc", "TFLOP/s tc");
+  std::printf(
+      "Dense block-FP8 projections: µs per call (64x64 blocks: widened to bf16 + cuBLAS; 128x128: FP8 "
+      "tensor cores)\n\n| %5s | %5s | %5s | %10s | %10s | %8s | %9s |\n",
+      "m", "n", "k", "widen us", "fp8 tc us", "GB/s tc", "TFLOP/s tc");
   std::printf("|-------|-------|-------|------------|------------|----------|-----------|\n");
   for (const auto& [n, k] : {std::pair<int64_t, int64_t>{5120, 2048}, {2048, 4096}}) {
     const Fp8Weights w64 = random_fp8(*be, 1, n, k, 64, 1), w128 = random_fp8(*be, 1, n, k, 128, 1);
@@ -87,7 +88,8 @@ void bench_cuda_fp8() {
       for (float& v : x) v = normal(rng);
       auto xd = device_copy(*be, x.data(), x.size() * 4);
       auto y = be->alloc(size_t(m * n) * 4);
-      const double widen = median_us(*be, [&] { be->linear(xd->as<float>(), w64.m, nullptr, y->as<float>(), m, n, k); });
+      const double widen =
+          median_us(*be, [&] { be->linear(xd->as<float>(), w64.m, nullptr, y->as<float>(), m, n, k); });
       const double tc = median_us(*be, [&] { be->linear(xd->as<float>(), w128.m, nullptr, y->as<float>(), m, n, k); });
       std::printf("| %5ld | %5ld | %5ld | %10.1f | %10.1f | %8.0f | %9.1f |\n", long(m), long(n), long(k), widen, tc,
                   double(n * k) / tc * 1e-3, 2.0 * double(m * n * k) / tc * 1e-6);
@@ -98,9 +100,10 @@ void bench_cuda_fp8() {
   const int64_t E = 128, K = 8, H = 2048, I = 768;
   const Fp8Weights gu64 = random_fp8(*be, E, 2 * I, H, 64, 2), dn64 = random_fp8(*be, E, H, I, 64, 3);
   const Fp8Weights gu128 = random_fp8(*be, E, 2 * I, H, 128, 2), dn128 = random_fp8(*be, E, H, I, 128, 3);
-  std::printf("\nRouted block-FP8 experts (128 experts, top 8, hidden 2048, inter 768, uniform random routing): µs "
-              "per call\n\n| %6s | %6s | %8s | %10s | %10s | %8s | %9s |\n",
-              "tokens", "pairs", "experts", "widen us", "fp8 tc us", "GB/s tc", "TFLOP/s tc");
+  std::printf(
+      "\nRouted block-FP8 experts (128 experts, top 8, hidden 2048, inter 768, uniform random routing): µs "
+      "per call\n\n| %6s | %6s | %8s | %10s | %10s | %8s | %9s |\n",
+      "tokens", "pairs", "experts", "widen us", "fp8 tc us", "GB/s tc", "TFLOP/s tc");
   std::printf("|--------|--------|----------|------------|------------|----------|-----------|\n");
   for (int64_t T : {4, 8, 64, 256, 512, 1024, 4096}) {
     const int64_t P = T * K;

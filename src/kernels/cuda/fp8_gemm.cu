@@ -224,8 +224,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinCtas) fp8_gemm_kernel(Fp8G
   }
   cp_async_wait<0>();
   if constexpr (M == Mode::dense) {
-    warp_tile.store(acc, rows, row0, nb, nullptr, static_cast<float*>(g.out) + static_cast<int64_t>(blockIdx.z) * g.m * g.n_out,
-               g.n_out, g.bias);
+    warp_tile.store(acc, rows, row0, nb, nullptr,
+                    static_cast<float*>(g.out) + static_cast<int64_t>(blockIdx.z) * g.m * g.n_out, g.n_out, g.bias);
   } else {
     warp_tile.store(acc, rows, row0, nb, g.route.row_pair, g.out, g.n_out);
   }
@@ -368,8 +368,8 @@ int64_t gemm_fp8_partials(int64_t m, int64_t n, int64_t k) {
   return slices > 1 ? slices * m * n : 0;
 }
 
-void gemm_fp8(const Fp8Rows& x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y,
-              float* partials, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+void gemm_fp8(const Fp8Rows& x, const uint8_t* w, const QuantView& q, const bf16_bits* bias, float* y, float* partials,
+              int64_t m, int64_t n, int64_t k, cudaStream_t s) {
   if (m == 0 || n == 0) return;
   check_supported(fp8_act_supported(q, k) && n % 2 == 0,
                   "gemm_fp8: needs k % 16 == 0, an even n, block_cols a multiple of 128 and block_rows of 8");
