@@ -100,7 +100,7 @@ TEST_F(CudaKvFp8, KvWriteStoresTheSameBytes) {
   std::vector<int32_t> slots(static_cast<size_t>(tokens));
   for (int64_t t = 0; t < tokens; ++t) slots[size_t(t)] = int32_t((t * 11 + 5) % n_slots);
   const std::vector<float> nan_cache(size_t(n_slots * kv_heads * hd), kNan);
-  for (const auto [ks, vs] : {std::pair{0.013f, 0.0021f}, std::pair{0.37f, 1.9f}, std::pair{9.0f, 300.0f}}) {
+  for (const auto& [ks, vs] : {std::pair{0.013f, 0.0021f}, std::pair{0.37f, 1.9f}, std::pair{9.0f, 300.0f}}) {
     std::vector<float> kc_host[2], vc_host[2];
     int i = 0;
     for (Backend* be : {cpu_.get(), gpu_.get()}) {
