@@ -24,6 +24,7 @@ namespace {
 struct BenchOptions {
   std::string model;
   std::string device = "cpu";
+  std::string kv_dtype = "auto";  // --kv-dtype
   bool random_weights = false;
   uint64_t seed = 0;
   int64_t layers = 0;
@@ -273,6 +274,7 @@ GenerateLayout check_bench_layout(const BenchOptions& o, int launched_ranks) {
                                           .max_layers = o.layers,
                                           .max_batch_tokens = o.max_batch_tokens,
                                           .kv_tokens = largest * (o.input_len + o.output_len),
+                                          .kv_dtype = o.kv_dtype,
                                           .launched_ranks = launched_ranks});
 }
 
@@ -283,7 +285,7 @@ nlohmann::json phase_json(const PhaseTimes& t) {
 }
 
 int bench_latency(const BenchOptions& o, const BenchRank& rank) {
-  auto backend = make_backend(rank.device);
+  auto backend = make_backend(rank.device, parse_kv_dtype(o.kv_dtype));
   const auto t_load = Clock::now();
   auto model = load_model({.dir = o.model,
                            .random_weights = o.random_weights,
@@ -475,6 +477,7 @@ CommandMain add_bench_latency_command(CLI::App& bench, Launch& launch) {
   cmd->add_option("--model", o->model, "Hugging Face model folder (with --random-weights only config.json)")
       ->required();
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N (with a layout, cuda gives each rank its local GPU)");
+  add_kv_dtype_flag(cmd, o->kv_dtype);
   cmd->add_flag("--random-weights", o->random_weights, "seeded random weights; only config.json is read");
   cmd->add_option("--seed", o->seed, "random-weight seed");
   cmd->add_option("--layers", o->layers, "keep only the first N layers")->check(CLI::PositiveNumber);

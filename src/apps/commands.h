@@ -63,6 +63,9 @@ inline constexpr int kMaxAxisSize = 1024;
 inline constexpr int kMaxGpus = 65536;
 // A CLI check for a real-valued flag: a finite number in [min, max] (CLI::Range lets NaN through).
 CLI::Validator finite_range(double min, double max);
+// --kv-dtype of the commands that run a model (generate, serve, bench latency): auto (the device's own type), bf16
+// or fp8 (E4M3 with per-tensor scales from the checkpoint); checked as the flags are parsed (parse_kv_dtype).
+void add_kv_dtype_flag(CLI::App* cmd, std::string& kv_dtype);
 
 // What generate's layout is checked against.
 struct GenerateLayoutTarget {
@@ -70,8 +73,9 @@ struct GenerateLayoutTarget {
   bool random_weights = false;  // size the weights from config.json
   int64_t max_layers = 0;       // --layers
   int64_t max_batch_tokens = 0;
-  int64_t kv_tokens = 0;   // KV tokens the run needs
-  int launched_ranks = 0;  // ranks of the mpirun launch this process is one of; 0: none (generate starts them)
+  int64_t kv_tokens = 0;          // KV tokens the run needs
+  std::string kv_dtype = "auto";  // --kv-dtype (auto: bf16 on a GPU)
+  int launched_ranks = 0;         // ranks of the mpirun launch this process is one of; 0: none (generate starts them)
 };
 
 // Every layout rule, run before generate reads any weight: a broken layout is refused with its rules and

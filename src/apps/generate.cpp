@@ -32,6 +32,7 @@ namespace {
 struct GenerateOptions {
   std::string model;
   std::string device = "cpu";
+  std::string kv_dtype = "auto";  // --kv-dtype
   std::vector<std::string> prompt_ids;
   std::string tokenizer;  // folder of the tokenizer and chat template; default: the model's
   std::vector<std::string> prompt_text;
@@ -129,6 +130,7 @@ GenerateLayout check_run(const GenerateOptions& o, const Prompts& prompts, int l
                                                            .max_layers = o.layers,
                                                            .max_batch_tokens = o.max_batch_tokens,
                                                            .kv_tokens = total_tokens(o, prompts),
+                                                           .kv_dtype = o.kv_dtype,
                                                            .launched_ranks = launched_ranks});
   check_context(o, prompts);
   const int world = layout.check.sizes.world_size();
@@ -225,7 +227,7 @@ int generate(const GenerateOptions& o, const Prompts& prompts, const ParallelGro
              const std::string& device) {
   const int rank = groups != nullptr ? groups->world->rank() : 0;
   const int64_t total = total_tokens(o, prompts);
-  auto backend = make_backend(device);
+  auto backend = make_backend(device, parse_kv_dtype(o.kv_dtype));
   auto model = load_model({.dir = o.model,
                            .random_weights = o.random_weights,
                            .seed = o.seed,
@@ -332,6 +334,7 @@ CommandMain add_generate_command(CLI::App& app, Launch& launch) {
   CLI::App* cmd = app.add_subcommand("generate", "run prompts through a model and print the continuations");
   cmd->add_option("--model", o->model, "Hugging Face model folder (config.json + safetensors)")->required();
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N");
+  add_kv_dtype_flag(cmd, o->kv_dtype);
   cmd->add_option("--prompt", o->prompt_text, "prompt text, encoded by the model's tokenizer; repeat for a batch");
   cmd->add_option("--chat", o->chat, "a user message, rendered through the model's chat template; repeatable");
   cmd->add_option("--system", o->system, "the system message of every --chat prompt");

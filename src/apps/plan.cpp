@@ -181,7 +181,9 @@ GenerateLayout check_generate_layout(const LayoutFlags& f, const GenerateLayoutT
     gpus = ranks;
   }
   const Cluster cluster = make_cluster(machine, gpus, nodes);
-  const MemoryOptions memory{.max_batch_tokens = in.max_batch_tokens, .min_kv_tokens = in.kv_tokens};
+  const MemoryOptions memory{.max_batch_tokens = in.max_batch_tokens,
+                             .min_kv_tokens = in.kv_tokens,
+                             .kv_dtype_bytes = parse_kv_dtype(in.kv_dtype) == KvDType::fp8 ? 1 : 2};
   PlanTarget target = load_plan_target(in.model_dir, cluster, memory, in.random_weights, in.max_layers);
   target.check_memory = !f.machine.empty();
   const LayoutCheck check = check_layout_with_alternatives(target, request);
@@ -216,6 +218,22 @@ CLI::Validator finite_range(double min, double max) {
         return {};
       },
       fmt::format("FLOAT in [{} - {}]", min, max));
+}
+
+void add_kv_dtype_flag(CLI::App* cmd, std::string& kv_dtype) {
+  cmd->add_option("--kv-dtype", kv_dtype,
+                  "KV cache dtype: auto (the device's own: fp32 on cpu, bf16 on cuda), bf16, or fp8 (E4M3, per-tensor "
+                  "scales from the checkpoint's k_scale / v_scale, else 1.0)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              parse_kv_dtype(text);
+            } catch (const Error& e) {
+              return e.what();
+            }
+            return {};
+          },
+          "auto|bf16|fp8"));
 }
 
 CommandMain add_plan_command(CLI::App& app) {

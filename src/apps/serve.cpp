@@ -29,6 +29,7 @@ struct ServeOptions {
   std::string model;
   std::string tokenizer;  // default: the model folder
   std::string device = "cpu";
+  std::string kv_dtype = "auto";  // --kv-dtype
   bool random_weights = false;
   bool check_finite = false;
   uint64_t seed = 0;
@@ -72,6 +73,7 @@ ServeChecked check_serve(const ServeOptions& o, int launched_ranks) {
                                                            .max_layers = o.layers,
                                                            .max_batch_tokens = o.max_batch_tokens,
                                                            .kv_tokens = 0,
+                                                           .kv_dtype = o.kv_dtype,
                                                            .launched_ranks = launched_ranks});
   const std::string tokenizer_dir = o.tokenizer.empty() ? o.model : o.tokenizer;
   TextModel text = load_text_model(tokenizer_dir);
@@ -94,7 +96,7 @@ ServeChecked check_serve(const ServeOptions& o, int launched_ranks) {
 int serve(const ServeOptions& o, const ServeChecked& c, Communicator* world, const ParallelGroups* groups,
           const std::string& device) {
   const int rank = world != nullptr ? world->rank() : 0;
-  auto backend = make_backend(device);
+  auto backend = make_backend(device, parse_kv_dtype(o.kv_dtype));
   auto model = load_model({.dir = o.model,
                            .random_weights = o.random_weights,
                            .seed = o.seed,
@@ -103,7 +105,8 @@ int serve(const ServeOptions& o, const ServeChecked& c, Communicator* world, con
                            .check_finite = o.check_finite},
                           *backend);
   KvSizing kv = size_kv_pool({.geometry = model->info().kv,
-                              .kv_dtype = backend->kv_dtype(),
+                              .kv_dtype = backend->kv_storage_dtype(),
+                              .index_dtype = backend->weight_dtype(),
                               .block_size = o.block_size,
                               .free_bytes = backend->memory_info().free_bytes,
                               .kv_memory_fraction = o.kv_memory_fraction,
@@ -185,6 +188,7 @@ CommandMain add_serve_command(CLI::App& app, Launch& launch) {
   cmd->add_option("--model", o->model, "Hugging Face model folder (config.json + safetensors)")->required();
   cmd->add_option("--tokenizer", o->tokenizer, "folder of the tokenizer and chat template (default: --model)");
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:N");
+  add_kv_dtype_flag(cmd, o->kv_dtype);
   cmd->add_flag("--random-weights", o->random_weights, "draw seeded random weights; only config.json is read");
   cmd->add_flag("--check-finite", o->check_finite,
                 "check every layer's output for NaN/Inf (slow: a debug mode) to name the first that went non-finite");

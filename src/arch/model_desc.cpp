@@ -63,9 +63,9 @@ int64_t ModelDesc::moe_layer_count() const { return std::count(layer_ffn.begin()
 
 int64_t ModelDesc::dense_layer_count() const { return std::count(layer_ffn.begin(), layer_ffn.end(), FfnKind::dense); }
 
-int64_t ModelDesc::kv_bytes_per_token_layer(int tp, int64_t kv_bytes) const {
+int64_t ModelDesc::kv_bytes_per_token_layer(int tp, int64_t kv_bytes, int64_t index_bytes) const {
   if (attn.kind == AttentionKind::mla) {
-    return (attn.kv_lora_rank + attn.qk_rope_head_dim + attn.index_head_dim) * kv_bytes;
+    return (attn.kv_lora_rank + attn.qk_rope_head_dim) * kv_bytes + attn.index_head_dim * index_bytes;
   }
   const int64_t local_kv = (attn.kv_heads + tp - 1) / tp;
   return local_kv * (attn.head_dim + attn.v_head_dim) * kv_bytes;

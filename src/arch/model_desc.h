@@ -99,9 +99,10 @@ struct ModelDesc {
   int64_t dense_layer_count() const;
   bool has_indexer() const { return attn.index_n_heads > 0; }
   // KV cache bytes per token of one layer on one rank of attention-TP size tp.
-  // GQA: 2·ceil(kv_heads/tp)·head_dim·bytes; MLA: (kv_lora_rank + rope_dim)·bytes (replicated over tp),
-  // plus the indexer's key (index_head_dim·bytes) where there is one.
-  int64_t kv_bytes_per_token_layer(int tp, int64_t kv_dtype_bytes) const;
+  // GQA: 2·ceil(kv_heads/tp)·head_dim·kv_dtype_bytes; MLA: (kv_lora_rank + rope_dim)·kv_dtype_bytes (replicated
+  // over tp), plus the indexer's key (index_head_dim·index_bytes: the model dtype whatever the KV dtype) where
+  // there is one.
+  int64_t kv_bytes_per_token_layer(int tp, int64_t kv_dtype_bytes, int64_t index_bytes = 2) const;
   // The first n layers only (generate --layers); n <= 0 or n >= n_layers: all of them.
   ModelDesc truncated(int64_t n) const;
 };

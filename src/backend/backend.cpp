@@ -33,7 +33,8 @@ void Backend::qk_norm_rope_kv_write(const QkRopeKvArgs& a) {
             .tokens = a.tokens,
             .kv_heads = a.kv_heads,
             .head_dim = a.head_dim,
-            .v_head_dim = a.head_dim});
+            .v_head_dim = a.head_dim,
+            .kv_quant = a.kv_quant});
 }
 
 void Backend::set_expert_counting(bool on) {

@@ -28,8 +28,8 @@ class DeviceBuffer {
   }
 };
 
-// Weights and the KV cache live in the backend's own element types (weight_dtype(), kv_dtype(): fp32
-// on the CPU, bf16 on the GPU), so their pointers are untyped here. Activations between ops are fp32
+// Weights and the KV cache live in the backend's own element types (weight_dtype(), kv_storage_dtype(): fp32
+// on the CPU, bf16 or FP8 E4M3 on the GPU), so their pointers are untyped here. Activations between ops are fp32
 // on every backend; a backend may round them to its weight type at matrix-product inputs.
 using WeightPtr = const void*;
 
@@ -86,7 +86,13 @@ class Backend {
   // the KV cache from what is left after weights and workspace.
   virtual MemoryInfo memory_info() const = 0;
   virtual DType weight_dtype() const = 0;
+  // The values the KV cache's K and V (MLA: its latent rows) hold, as --kv-dtype chose them: f32 (the CPU's
+  // own), bf16 (the GPU's own and cpu-bf16's), or f8_e4m3 with per-tensor scales (KvQuant in kernels/ops.h).
+  // The model reads the checkpoint's KV scales when it is f8_e4m3.
   virtual DType kv_dtype() const = 0;
+  // The element type those values are stored in (what KvPool allocates): kv_dtype(), but fp32 on the CPU, which
+  // keeps each rounded value in fp32. The sparse indexer's keys are stored in weight_dtype().
+  virtual DType kv_storage_dtype() const { return kv_dtype(); }
   virtual std::unique_ptr<DeviceBuffer> alloc(size_t bytes) = 0;
   // Host memory that copy_to_host and copy_to_device move to and from at full speed (page-locked on a
   // GPU); data() is a host pointer.
@@ -199,9 +205,15 @@ inline WeightPtr weight_at(const Backend& b, WeightPtr base, int64_t i) {
   return static_cast<const char*>(base) + static_cast<size_t>(i) * dtype_size(b.weight_dtype());
 }
 
+// The KV cache a backend is made with (--kv-dtype): the device's own type (fp32 on cpu, bf16 on cpu-bf16 and cuda),
+// bf16, or FP8 E4M3 with per-tensor scales.
+enum class KvDType : uint8_t { native, bf16, fp8 };
+// "auto" (native), "bf16" or "fp8"; anything else is an error naming the allowed values.
+KvDType parse_kv_dtype(const std::string& name);
+
 // emulate_bf16: round as the CUDA backend does (see cpu_backend.cpp); the GPU conformance oracle.
-std::unique_ptr<Backend> make_cpu_backend(bool emulate_bf16 = false);
+std::unique_ptr<Backend> make_cpu_backend(bool emulate_bf16 = false, KvDType kv = KvDType::native);
 // "cpu", "cpu-bf16", "cuda" or "cuda:N"; an unknown name, or cuda in a build without it, is an error saying what to do.
-std::unique_ptr<Backend> make_backend(const std::string& name);
+std::unique_ptr<Backend> make_backend(const std::string& name, KvDType kv = KvDType::native);
 
 }  // namespace sy

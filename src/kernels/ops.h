@@ -24,6 +24,18 @@ struct RopeArgs {
   bool interleaved = false;
 };
 
+// What a layer's KV cache holds (Backend::kv_dtype()): the values as computed, in the backend's storage type, or FP8
+// E4M3 with one scale per tensor (a layer's K and its V; MLA: its whole cache row, latent and rope key):
+// stored = e4m3_rn_satfinite(x / scale), read = float(stored) · scale (kernels/e4m3.h). The CUDA kernels hold the
+// E4M3 bytes and apply the scales where they read them; the CPU kernels keep fp32 storage holding float(stored) ·
+// scale, the value every reader sees, so that both attend over the same numbers. The sparse indexer's key cache is
+// never quantised.
+struct KvQuant {
+  bool e4m3 = false;
+  float k_scale = 1.0f;  // K, or MLA's cache row
+  float v_scale = 1.0f;  // V (unused by MLA)
+};
+
 struct PagedAttentionArgs {
   const float* q = nullptr;               // [tokens, n_heads, head_dim]
   const void* k_cache = nullptr;          // kv [n_slots, kv_heads, head_dim], slot = block * block_size + offset
@@ -42,6 +54,7 @@ struct PagedAttentionArgs {
   int64_t max_blocks = 0;
   float scale = 1.0f;          // applied to q·k before softmax
   int64_t sliding_window = 0;  // 0: none; else key k visible iff p - k < sliding_window
+  KvQuant kv_quant;            // how k_cache and v_cache hold their values
 };
 
 struct KvWriteArgs {
@@ -54,6 +67,7 @@ struct KvWriteArgs {
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
   int64_t v_head_dim = 0;
+  KvQuant kv_quant;  // how the caches hold the values written
 };
 
 struct SoftmaxTopkArgs {
@@ -89,6 +103,7 @@ struct QkRopeKvArgs {
   int64_t n_heads = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
+  KvQuant kv_quant;  // how the caches hold the k and v written
 };
 
 // How a weight matrix is stored when a backend keeps a checkpoint's quantised form on the device instead
@@ -217,6 +232,7 @@ struct MlaKvWriteArgs {
   int64_t kv_lora_rank = 0;
   int64_t rope_dim = 0;
   float eps = 1e-6f;
+  KvQuant kv_quant;  // how the cache holds its rows (k_scale scales the whole row)
 };
 
 // Per-head matrix products: y[t, h, :out] = W_h · x[t, h, :in] with W_h at w + h * w_head_stride, stored
@@ -256,6 +272,7 @@ struct MlaAttentionArgs {
   int64_t block_size = 0;
   int64_t max_blocks = 0;
   float scale = 1.0f;
+  KvQuant kv_quant;  // how the cache holds its rows
 };
 
 // The sparse-attention indexer (DeepSeek-V3.2, GLM-5): score_j = Σ_h weight_scale · head_weights[h] ·

@@ -4,6 +4,7 @@
 #include "model/bind.h"
 
 #include "base/log.h"
+#include "model/kv_scales.h"
 #include "model/rope.h"
 #include "model/transformer.h"
 
@@ -119,6 +120,8 @@ std::unique_ptr<Model> build_model(const ModelDesc& d, const LoadOptions& opt, W
   const TensorNames& n = d.names;
   const MlpNames experts{.gate = n.expert_gate, .up = n.expert_up, .down = n.expert_down};
   const LayerRange stage = stage_layers(loader);
+  const std::vector<KvQuant> kv_quant =
+      read_kv_scales(loader, d.n_layers, d.attn.kind, backend.kv_dtype() == DType::f8_e4m3);
   for (int64_t i = stage.begin; i < stage.end; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     DecoderLayer layer;
@@ -127,9 +130,11 @@ std::unique_ptr<Model> build_model(const ModelDesc& d, const LoadOptions& opt, W
     if (mla) {
       layer.mla_config = mla_config(d, i);
       layer.mla = bind_mla(loader, p + "self_attn.", *layer.mla_config);
+      layer.mla.kv_quant = kv_quant[static_cast<size_t>(i)];
     } else {
       layer.attn_config = gqa;
       layer.attn = bind_gqa_attention(loader, p + "self_attn.", gqa);
+      layer.attn.kv_quant = kv_quant[static_cast<size_t>(i)];
     }
     switch (d.layer_ffn[static_cast<size_t>(i)]) {
       case FfnKind::moe:

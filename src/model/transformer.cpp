@@ -371,7 +371,7 @@ class Transformer final : public Model {
     const auto w = static_cast<double>(dtype_size(backend_.weight_dtype()));
     // Bytes per element of a matrix as held: the weight dtype, or the quantised value and its share of a scale.
     const auto held = [w](const Matrix& m) { return held_bytes_per_weight(m.q, w); };
-    const auto kv = static_cast<double>(dtype_size(backend_.kv_dtype()));
+    const auto kv = static_cast<double>(dtype_size(backend_.kv_dtype()));  // the values: 1 byte for FP8 E4M3
     const auto H = static_cast<double>(spec_.info.hidden_size), V = static_cast<double>(spec_.info.vocab_size);
     ReadCost c;
     if (plan_.first_stage()) c.embedding_row_bytes = H * w;
@@ -395,7 +395,7 @@ class Transformer final : public Model {
                                    kv_a * held(l.mla.kv_a_proj) + o * held(l.mla.o_proj);
         c.always_bytes += quantisable + (m.weight_elems - q_a - q_b - kv_a - o) * w + 2 * H * w;  // and two norms
         c.active_params_per_token += m.weight_elems;
-        c.kv_bytes_per_token += m.kv_elems_per_token * kv;
+        c.kv_bytes_per_token += m.kv_elems_per_token * kv + m.index_elems_per_token * w;
         c.attn_heads_x_dims += m.heads_x_dims;
       } else {
         const GqaAttentionConfig& a = l.attn_config;

@@ -103,6 +103,17 @@ bool WeightLoader::has(const std::string& name) const {
   return checkpoint_ == nullptr || checkpoint_->find(name) != nullptr || checkpoint_->find(int4_packed_name(name));
 }
 
+const TensorInfo* WeightLoader::take(const std::string& name) {
+  if (checkpoint_ == nullptr) return nullptr;
+  const TensorInfo* t = checkpoint_->find(name);
+  if (t != nullptr) used_.insert(t->name);
+  return t;
+}
+
+std::string WeightLoader::source() const {
+  return checkpoint_ == nullptr ? std::string("random weights") : checkpoint_->dir().string();
+}
+
 const float* WeightLoader::bind_f32(const std::string& name, const Shape& shape) {
   if (checkpoint_ != nullptr) check_tensor(name, shape);
   void* dst = allocate_bytes(static_cast<size_t>(shape.numel()) * sizeof(float));
@@ -207,8 +218,6 @@ void WeightLoader::set_quant(const WeightQuant& quant) {
   SY_CHECK(!quant.nvfp4 || (quant.group_size > 0 && quant.group_size % 2 == 0),
            "NVFP4 group of {} (a model definition error)", quant.group_size);
   quant_ = quant;
-  // ModelOpt's FP8 KV-cache scales: this build keeps the cache in the model's dtype, so they go unread.
-  if (!quant.kv_cache_quant.empty()) skipped_suffixes_ = {".k_scale", ".v_scale"};
 }
 
 namespace {
@@ -335,7 +344,6 @@ void WeightLoader::finish() {
     if (used_.count(t->name)) continue;
     bool skip = false;
     for (const auto& p : skipped_prefixes_) skip = skip || t->name.rfind(p, 0) == 0;
-    for (const auto& p : skipped_suffixes_) skip = skip || t->name.ends_with(p);
     if (skip) {
       ++skipped;
     } else {

@@ -107,10 +107,15 @@ class WeightLoader {
   // scales ([ceil(out / rows), ceil(in / cols)], F32 or BF16) bound with it. INT4 (compressed-tensors
   // pack-quantized): a weight X.weight that quant.quantises() is read from X.weight_packed, X.weight_scale
   // and X.weight_shape (model/weights_int4.cpp). NVFP4 (ModelOpt): a U8 X.weight with X.weight_scale,
-  // X.weight_scale_2 and X.input_scale (model/weights_nvfp4.cpp); its FP8 KV-cache scales are left unread.
+  // X.weight_scale_2 and X.input_scale (model/weights_nvfp4.cpp). FP8 KV-cache scales are model/kv_scales.h's.
   // Each reaches the device as stored where bind_matrix keeps it, dequantised otherwise.
   void set_quant(const WeightQuant& quant);
   bool has(const std::string& name) const;
+  // The checkpoint's tensor `name`, counted as used, or null when it has none (always null for random weights):
+  // for tensors read on the host, such as the FP8 KV-cache scales (model/kv_scales.h).
+  const TensorInfo* take(const std::string& name);
+  // The checkpoint folder, for messages ("random weights" without one).
+  std::string source() const;
   // Throws if a checkpoint tensor was neither bound nor skipped.
   void finish();
 
@@ -168,7 +173,6 @@ class WeightLoader {
   WeightStore& store_;
   std::set<std::string> used_;
   std::vector<std::string> skipped_prefixes_;
-  std::vector<std::string> skipped_suffixes_;
   std::vector<float> staging_;
   std::vector<uint16_t> staging16_;
   std::vector<float> scale_staging_;

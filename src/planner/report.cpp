@@ -72,8 +72,8 @@ std::string describe_dtype(const ModelDesc& s) {
         s.quant.group_size);
     if (!s.quant.ignore.empty()) out += fmt::format(", except {} exclude_modules entries", s.quant.ignore.size());
     if (!s.quant.kv_cache_quant.empty()) {
-      out +=
-          fmt::format("; kv cache scales {} (unread: the cache stays {})", s.quant.kv_cache_quant, dtype_name(s.dtype));
+      out += fmt::format("; kv cache scales {} (read with --kv-dtype fp8, else the cache stays {})",
+                         s.quant.kv_cache_quant, dtype_name(s.dtype));
     }
   } else if (!s.quant.method.empty()) {
     out += fmt::format("; quantization_config {}", s.quant.method);
@@ -318,14 +318,20 @@ std::string format_inspect(const InspectReport& r) {
   rows.push_back(
       {"bytes", fmt::format("{} loaded, {} read per token", format_bytes(loaded.bytes), format_bytes(active.bytes))});
   const int64_t kv = s.n_layers * s.kv_bytes_per_token_layer(1, 2);
+  const int64_t kv_fp8 = s.n_layers * s.kv_bytes_per_token_layer(1, 1);
   rows.push_back(
       {"KV per token",
        s.attn.kind == AttentionKind::mla
-           ? fmt::format("{} in bf16: {} layers × ({} latent + {} rope{}) × 2 bytes, replicated over tp",
-                         format_bytes(kv), s.n_layers, s.attn.kv_lora_rank, s.attn.qk_rope_head_dim,
-                         s.attn.index_head_dim > 0 ? fmt::format(" + {} indexer key", s.attn.index_head_dim) : "")
-           : fmt::format("{} in bf16: {} layers × 2 × {} KV heads × {} × 2 bytes (tp 1)", format_bytes(kv), s.n_layers,
-                         s.attn.kv_heads, s.attn.head_dim)});
+           ? fmt::format("{} in bf16, {} with --kv-dtype fp8: {} layers × ({} latent + {} rope) × 2 (fp8: 1) bytes{}, "
+                         "replicated over tp",
+                         format_bytes(kv), format_bytes(kv_fp8), s.n_layers, s.attn.kv_lora_rank,
+                         s.attn.qk_rope_head_dim,
+                         s.attn.index_head_dim > 0
+                             ? fmt::format(" + {} indexer key × 2 bytes (bf16 either way)", s.attn.index_head_dim)
+                             : "")
+           : fmt::format("{} in bf16, {} with --kv-dtype fp8: {} layers × 2 × {} KV heads × {} × 2 (fp8: 1) bytes "
+                         "(tp 1)",
+                         format_bytes(kv), format_bytes(kv_fp8), s.n_layers, s.attn.kv_heads, s.attn.head_dim)});
   std::string out = format_table(rows, {true, true});
   out += "\nby part\n";
   std::vector<std::vector<std::string>> parts;

@@ -221,6 +221,7 @@ std::string inspect_json(const InspectReport& r) {
             {"bytes_total", total.bytes - w.nextn.bytes},
             {"bytes_active_per_token", active.bytes},
             {"kv_bytes_per_token_tp1_bf16", s.n_layers * s.kv_bytes_per_token_layer(1, 2)},
+            {"kv_bytes_per_token_tp1_fp8", s.n_layers * s.kv_bytes_per_token_layer(1, 1)},
             {"by_part", by_part},
             {"unrecognised_tensors", w.unrecognised}};
   return j.dump(2);

@@ -191,9 +191,10 @@ void BlockManager::check_integrity(const std::vector<const std::vector<int32_t>*
   }
 }
 
-size_t kv_bytes_per_token(const KvGeometry& g, DType kv_dtype) {
-  const auto per_layer = static_cast<size_t>(g.kv_heads * g.head_dim + g.kv_heads * g.v_head_dim + g.index_head_dim);
-  return static_cast<size_t>(g.n_layers) * per_layer * dtype_size(kv_dtype);
+size_t kv_bytes_per_token(const KvGeometry& g, DType kv_dtype, DType index_dtype) {
+  const auto kv = static_cast<size_t>(g.kv_heads * g.head_dim + g.kv_heads * g.v_head_dim) * dtype_size(kv_dtype);
+  const auto index = static_cast<size_t>(g.index_head_dim) * dtype_size(index_dtype);
+  return static_cast<size_t>(g.n_layers) * (kv + index);
 }
 
 namespace {
@@ -210,7 +211,7 @@ KvSizing size_kv_pool(const KvSizingRequest& r) {
   SY_CHECK(r.kv_memory_fraction > 0.0 && r.kv_memory_fraction <= 1.0, "kv_memory_fraction must be in (0, 1], got {}",
            r.kv_memory_fraction);
   KvSizing out;
-  out.bytes_per_block = kv_bytes_per_token(r.geometry, r.kv_dtype) * static_cast<size_t>(r.block_size);
+  out.bytes_per_block = kv_bytes_per_token(r.geometry, r.kv_dtype, r.index_dtype) * static_cast<size_t>(r.block_size);
   const int64_t blocks_per_sequence = (r.max_model_len + r.block_size - 1) / r.block_size;
   const int64_t cap = r.max_running_requests > 0 ? r.max_running_requests * blocks_per_sequence : 0;
   const auto budget = static_cast<double>(r.free_bytes) * r.kv_memory_fraction;
@@ -241,16 +242,17 @@ KvSizing size_kv_pool(const KvSizingRequest& r) {
   return out;
 }
 
-// Its bytes() equals n_blocks * block_size * kv_bytes_per_token(g, backend.kv_dtype()).
+// Its bytes() equals n_blocks * block_size * kv_bytes_per_token(g, backend.kv_storage_dtype(),
+// backend.weight_dtype()).
 KvPool::KvPool(Backend& backend, const KvGeometry& g, int64_t n_blocks, int64_t block_size) {
   const int64_t slots = n_blocks * block_size;
   view_.block_size = block_size;
   view_.n_blocks = n_blocks;
   for (int64_t l = 0; l < g.n_layers; ++l) {
-    const size_t elem = dtype_size(backend.kv_dtype());
+    const size_t elem = dtype_size(backend.kv_storage_dtype());
     const auto k_bytes = static_cast<size_t>(slots * g.kv_heads * g.head_dim) * elem;
     const auto v_bytes = static_cast<size_t>(slots * g.kv_heads * g.v_head_dim) * elem;
-    const auto index_bytes = static_cast<size_t>(slots * g.index_head_dim) * elem;
+    const auto index_bytes = static_cast<size_t>(slots * g.index_head_dim) * dtype_size(backend.weight_dtype());
     buffers_.push_back(backend.alloc(k_bytes));
     view_.k.push_back(buffers_.back()->data());
     view_.v.push_back(nullptr);

@@ -88,12 +88,14 @@ class BlockManager {
   std::unordered_map<uint64_t, int32_t> cache_;  // content hash -> block
 };
 
-// Bytes one token's KV takes on this rank, over every layer of `geometry` (K, V and the indexer's key).
-size_t kv_bytes_per_token(const KvGeometry& geometry, DType kv_dtype);
+// Bytes one token's KV takes on this rank, over every layer of `geometry`: K and V in kv_dtype, the indexer's key
+// in index_dtype.
+size_t kv_bytes_per_token(const KvGeometry& geometry, DType kv_dtype, DType index_dtype);
 
 struct KvSizingRequest {
-  KvGeometry geometry;           // this rank's (ModelInfo::kv)
-  DType kv_dtype = DType::bf16;  // Backend::kv_dtype()
+  KvGeometry geometry;              // this rank's (ModelInfo::kv)
+  DType kv_dtype = DType::bf16;     // Backend::kv_storage_dtype()
+  DType index_dtype = DType::bf16;  // Backend::weight_dtype(): the sparse indexer's keys
   int64_t block_size = 16;
   size_t free_bytes = 0;            // device memory left after weights and workspace
   double kv_memory_fraction = 0.9;  // the share of free_bytes the KV cache takes, in (0, 1]

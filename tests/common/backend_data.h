@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "base/dtype.h"
+#include "kernels/e4m3.h"
 
 namespace sy::test {
 
@@ -46,6 +47,13 @@ class Dev {
   }
   void* typed(const std::vector<float>& h, DType t) {
     if (t == DType::f32) return f32(h);
+    if (t == DType::f8_e4m3) {  // the raw E4M3 bytes of h (scale 1)
+      std::vector<uint8_t> q(h.size());
+      for (size_t i = 0; i < h.size(); ++i) q[i] = f32_to_e4m3_satfinite(h[i]);
+      bufs_.push_back(b_.alloc(q.size() + 16));
+      b_.copy_to_device(bufs_.back()->data(), q.data(), q.size());
+      return bufs_.back()->data();
+    }
     std::vector<uint16_t> b(h.size());
     for (size_t i = 0; i < h.size(); ++i) b[i] = f32_to_bf16(h[i]);
     bufs_.push_back(b_.alloc(b.size() * 2 + 2));
@@ -53,7 +61,7 @@ class Dev {
     return bufs_.back()->data();
   }
   void* weight(const std::vector<float>& h) { return typed(h, b_.weight_dtype()); }
-  void* cache(const std::vector<float>& h) { return typed(h, b_.kv_dtype()); }
+  void* cache(const std::vector<float>& h) { return typed(h, b_.kv_storage_dtype()); }
   std::vector<float> host(const float* d, size_t n) {
     std::vector<float> h(n);
     b_.copy_to_host(h.data(), d, n * 4);
@@ -64,10 +72,17 @@ class Dev {
     b_.copy_to_host(h.data(), d, n * 4);
     return h;
   }
+  // The cache's elements as stored (E4M3 ones decoded without their scale).
   std::vector<float> host_cache(const void* d, size_t n) {
     std::vector<float> h(n);
-    if (b_.kv_dtype() == DType::f32) {
+    if (b_.kv_storage_dtype() == DType::f32) {
       b_.copy_to_host(h.data(), d, n * 4);
+      return h;
+    }
+    if (b_.kv_storage_dtype() == DType::f8_e4m3) {
+      std::vector<uint8_t> q(n);
+      b_.copy_to_host(q.data(), d, n);
+      for (size_t i = 0; i < n; ++i) h[i] = f8_e4m3_to_f32(q[i]);
       return h;
     }
     std::vector<uint16_t> b(n);
@@ -75,10 +90,10 @@ class Dev {
     for (size_t i = 0; i < n; ++i) h[i] = bf16_to_f32(b[i]);
     return h;
   }
-  // Zeroed KV-cache memory of n elements in the backend's kv dtype.
+  // Zeroed KV-cache memory of n elements in the backend's kv storage dtype.
   void* kv(size_t n) {
-    bufs_.push_back(b_.alloc(n * dtype_size(b_.kv_dtype())));
-    b_.zero(bufs_.back()->data(), n * dtype_size(b_.kv_dtype()));
+    bufs_.push_back(b_.alloc(n * dtype_size(b_.kv_storage_dtype())));
+    b_.zero(bufs_.back()->data(), n * dtype_size(b_.kv_storage_dtype()));
     return bufs_.back()->data();
   }
   float* out(size_t n) { return f32(std::vector<float>(n, 0.0f)); }

@@ -71,6 +71,31 @@ TEST_P(CudaConformance, MatchesCpuBf16) {
               GetParam().c_str(), worst, vs_reference);
 }
 
+// The same with an FP8 E4M3 KV cache (--kv-dtype fp8; the fixtures carry no scales, so 1.0) on both sides: the GPU
+// stores the bytes and widens them exactly, the CPU the same values in fp32, so they differ as above, plus where an
+// fp32 summation-order difference moves a k, v or latent value across an E4M3 rounding boundary (one E4M3 step on
+// that element, 2^-3 of it, with a chance of about 2^-20 / 2^-4 per value): rare enough on these fixtures that the
+// bf16 tolerance and identical greedy tokens are kept.
+TEST_P(CudaConformance, Fp8KvCacheMatchesCpuBf16WithFp8Kv) {
+  const auto f = test::load_fixture(GetParam());
+  auto gpu = make_cuda_backend(0, KvDType::fp8);
+  auto cpu = make_cpu_backend(/*emulate_bf16=*/true, KvDType::fp8);
+  const FixtureRun g = run_fixture(f, *gpu), c = run_fixture(f, *cpu);
+  const int64_t vocab = f.greedy_logits.shape[1];
+  double worst = 0.0;
+  for (size_t i = 0; i < f.prompts.size(); ++i) {
+    const auto& gr = g.results[i];
+    const auto& cr = c.results[i];
+    EXPECT_EQ(gr.output, cr.output) << "prompt " << i;
+    ASSERT_EQ(gr.logits.size(), cr.logits.size());
+    const auto rows = static_cast<int64_t>(gr.logits.size()) / vocab;
+    const double err = test::max_relative_row_error(gr.logits.data(), cr.logits.data(), rows, vocab);
+    EXPECT_LE(err, kLogitTolerance) << "prompt " << i;
+    worst = std::max(worst, err);
+  }
+  std::printf("[ %s ] CUDA vs cpu-bf16, fp8 KV cache: max relative logit error %.3g\n", GetParam().c_str(), worst);
+}
+
 // Shapes the fast paths take (head_dim 64 for the warp attention, dims multiples of 8 for the
 // small-batch experts), so that decode steps are captured as CUDA graphs and replayed: several steps
 // of one shape, batched and alone, against cpu-bf16.

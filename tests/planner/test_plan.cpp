@@ -264,9 +264,13 @@ TEST(Plan, InspectReport) {
   const std::string text = format_inspect(r);
   EXPECT_NE(text.find("61: 1 dense (0), 60 MoE (1-60)"), std::string::npos) << text;
   EXPECT_NE(text.find("1.03 T total, 32.86 B active per token"), std::string::npos) << text;
-  EXPECT_NE(text.find("70.3 kB in bf16: 61 layers × (512 latent + 64 rope) × 2 bytes"), std::string::npos) << text;
+  EXPECT_NE(text.find("70.3 kB in bf16, 35.1 kB with --kv-dtype fp8: 61 layers × (512 latent + 64 rope) × 2 (fp8: 1) "
+                      "bytes"),
+            std::string::npos)
+      << text;
   const auto j = nlohmann::json::parse(inspect_json(r));
   EXPECT_EQ(j.at("kv_bytes_per_token_tp1_bf16").get<int64_t>(), 61 * 576 * 2);
+  EXPECT_EQ(j.at("kv_bytes_per_token_tp1_fp8").get<int64_t>(), 61 * 576);
   EXPECT_EQ(j.at("by_part").at("experts").at("params").get<int64_t>(), int64_t{60} * 384 * 3 * 2048 * 7168);
 }
 

@@ -132,6 +132,8 @@ void add_flag_cases(std::vector<Case>& out) {
   gen("top_p_nan", {"--prompt-ids", "1,2", "--top-p", "nan"}, "'nan' is not a finite number");
   gen("top_p_two", {"--prompt-ids", "1,2", "--top-p", "2"}, "--top-p");
   gen("top_k_negative", {"--prompt-ids", "1,2", "--top-k", "-1"}, "--top-k");
+  gen("kv_dtype_fp4", {"--prompt-ids", "1,2", "--kv-dtype", "fp4"}, "--kv-dtype 'fp4' is not one of auto, bf16, fp8");
+  gen("kv_dtype_empty", {"--prompt-ids", "1,2", "--kv-dtype", ""}, "--kv-dtype '' is not one of auto, bf16, fp8");
   gen("top_k_huge", {"--prompt-ids", "1,2", "--top-k", "9223372036854775807"}, "--top-k");
   gen("block_size_zero", {"--prompt-ids", "1,2", "--block-size", "0"}, "--block-size");
   gen("max_batch_tokens_zero", {"--prompt-ids", "1,2", "--max-batch-tokens", "0"}, "--max-batch-tokens");

@@ -61,7 +61,11 @@ TEST(BlockManager, IntegrityCatchesADoubleOwner) {
 const KvGeometry kQwen30b{.n_layers = 48, .kv_heads = 4, .head_dim = 128, .v_head_dim = 128};
 
 TEST(KvSizing, BlocksFromTheMemoryLeft) {
-  EXPECT_EQ(kv_bytes_per_token(kQwen30b, DType::bf16), 98304u);
+  EXPECT_EQ(kv_bytes_per_token(kQwen30b, DType::bf16, DType::bf16), 98304u);
+  EXPECT_EQ(kv_bytes_per_token(kQwen30b, DType::f8_e4m3, DType::bf16), 49152u);  // --kv-dtype fp8
+  // MLA with the sparse indexer: the latent rows take the KV dtype, the indexer's keys keep theirs.
+  const KvGeometry dsa{.n_layers = 2, .kv_heads = 1, .head_dim = 576, .v_head_dim = 0, .index_head_dim = 128};
+  EXPECT_EQ(kv_bytes_per_token(dsa, DType::f8_e4m3, DType::bf16), 2u * (576 + 128 * 2));
   // 10 GiB free, 0.9 of it: 9.0 GiB / (16 · 98,304 bytes) = 6,144 blocks.
   const KvSizing s = size_kv_pool({.geometry = kQwen30b,
                                    .kv_dtype = DType::bf16,
@@ -117,7 +121,8 @@ TEST(KvSizing, MatchesThePoolItSizes) {
   const KvGeometry mla{.n_layers = 3, .kv_heads = 1, .head_dim = 72, .v_head_dim = 0, .index_head_dim = 16};
   for (const KvGeometry& g : {kQwen30b, mla}) {
     const KvSizing s = size_kv_pool({.geometry = g,
-                                     .kv_dtype = backend->kv_dtype(),
+                                     .kv_dtype = backend->kv_storage_dtype(),
+                                     .index_dtype = backend->weight_dtype(),
                                      .block_size = 4,
                                      .free_bytes = size_t(8) << 20,
                                      .kv_memory_fraction = 0.25,

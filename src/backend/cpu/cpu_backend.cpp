@@ -32,12 +32,14 @@ uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Weights and KV on the CPU backend are fp32 (weight_dtype() and kv_dtype()).
+// Weights and KV on the CPU backend are stored as fp32 (weight_dtype() and kv_storage_dtype()).
 const float* f32(const void* p) { return static_cast<const float*>(p); }
 
 // With bf16 emulation the CPU backend rounds exactly where the CUDA backend stores or feeds bf16:
 // weights as they are used, matrix-product inputs, embedding rows and the KV cache. Accumulation stays
-// fp32 on both, so the two differ only in summation order: the oracle for GPU conformance.
+// fp32 on both, so the two differ only in summation order: the oracle for GPU conformance. The KV cache's
+// values follow kv_dtype(): bf16 rounds them as they are written (the sparse indexer's keys too, which the GPU
+// keeps in bf16 whatever the KV dtype); with f8_e4m3 the kernels round K and V through E4M3 (KvQuant).
 std::vector<float> rounded(const float* p, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = bf16_to_f32(f32_to_bf16(p[i]));
@@ -46,11 +48,16 @@ std::vector<float> rounded(const float* p, int64_t n) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(bool emulate_bf16) : bf16_(emulate_bf16) {}
+  CpuBackend(bool emulate_bf16, KvDType kv)
+      : bf16_(emulate_bf16),
+        kv_dtype_(kv == KvDType::fp8    ? DType::f8_e4m3
+                  : kv == KvDType::bf16 ? DType::bf16
+                                        : (emulate_bf16 ? DType::bf16 : DType::f32)) {}
   Device device() const override { return Device::cpu; }
   MemoryInfo memory_info() const override { return host_memory_info(); }
   DType weight_dtype() const override { return DType::f32; }
-  DType kv_dtype() const override { return DType::f32; }
+  DType kv_dtype() const override { return kv_dtype_; }
+  DType kv_storage_dtype() const override { return DType::f32; }
   std::unique_ptr<DeviceBuffer> alloc(size_t bytes) override { return std::make_unique<HostDeviceBuffer>(bytes); }
   std::unique_ptr<DeviceBuffer> alloc_host(size_t bytes) override { return std::make_unique<HostDeviceBuffer>(bytes); }
   // An empty copy may come with null pointers (an empty vector's data()), which memcpy must not see.
@@ -126,7 +133,7 @@ class CpuBackend final : public Backend {
   }
   void rope(const RopeArgs& a) override { cpu::rope(a); }
   void kv_write(const KvWriteArgs& a) override {
-    if (!bf16_) return cpu::kv_write(a);
+    if (!rounds_kv_to_bf16(a.kv_quant)) return cpu::kv_write(a);
     const auto kr = rounded(a.k, a.tokens * a.kv_heads * a.head_dim);
     const auto vr = rounded(a.v, a.tokens * a.kv_heads * a.v_head_dim);
     KvWriteArgs r = a;
@@ -154,11 +161,14 @@ class CpuBackend final : public Backend {
 
   // MLA: the CUDA backend stores the latent cache in bf16 and feeds head_linear bf16 inputs.
   void mla_kv_write(const MlaKvWriteArgs& a) override {
-    if (!bf16_) return cpu::mla_kv_write(a);
-    const std::vector<float> w = rounded(f32(a.norm_weight), a.kv_lora_rank);
     MlaKvWriteArgs r = a;
-    r.norm_weight = w.data();
+    std::vector<float> w;
+    if (bf16_) {
+      w = rounded(f32(a.norm_weight), a.kv_lora_rank);
+      r.norm_weight = w.data();
+    }
     cpu::mla_kv_write(r);
+    if (!rounds_kv_to_bf16(a.kv_quant)) return;
     auto* cache = static_cast<float*>(a.cache);
     const int64_t row = a.kv_lora_rank + a.rope_dim;
     for (int64_t t = 0; t < a.tokens; ++t) {
@@ -184,7 +194,12 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // Values written to a KV cache that the CUDA backend holds in bf16 (or that --kv-dtype bf16 asks for) are rounded
+  // to bf16 here; E4M3 ones are rounded by the kernels.
+  bool rounds_kv_to_bf16(const KvQuant& q) const { return !q.e4m3 && (bf16_ || kv_dtype_ == DType::bf16); }
+
   bool bf16_;
+  DType kv_dtype_;  // the values K and V hold (storage is fp32)
   GroupedMoe grouped_moe_{*this};
   bool profiling_ = false;
   bool open_ = false;
@@ -211,6 +226,8 @@ MemoryInfo host_memory_info() {
   return {.free_bytes = static_cast<size_t>(available_kb) * 1024, .total_bytes = static_cast<size_t>(total_kb) * 1024};
 }
 
-std::unique_ptr<Backend> make_cpu_backend(bool emulate_bf16) { return std::make_unique<CpuBackend>(emulate_bf16); }
+std::unique_ptr<Backend> make_cpu_backend(bool emulate_bf16, KvDType kv) {
+  return std::make_unique<CpuBackend>(emulate_bf16, kv);
+}
 
 }  // namespace sy

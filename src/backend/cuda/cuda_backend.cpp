@@ -1,5 +1,5 @@
-// CUDA backend: bf16 weights and KV cache, fp32 activations; matrix products on cuBLAS (bf16 inputs,
-// fp32 accumulation and output), everything else in kernels/cuda. All work goes to one stream.
+// CUDA backend: bf16 weights, bf16 or FP8 E4M3 KV cache (--kv-dtype), fp32 activations; matrix products on cuBLAS (bf16
+// inputs, fp32 accumulation and output), everything else in kernels/cuda. All work goes to one stream.
 #include "backend/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -62,7 +62,7 @@ class CudaHostBuffer final : public DeviceBuffer {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  CudaBackend(int device, KvDType kv) : device_(device), kv_dtype_(kv == KvDType::fp8 ? DType::f8_e4m3 : DType::bf16) {
     int count = 0;
     check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
     SY_CHECK(device >= 0 && device < count, "CUDA device {} does not exist; this machine has {} GPU(s)", device, count);
@@ -91,7 +91,7 @@ class CudaBackend final : public Backend {
     return m;
   }
   DType weight_dtype() const override { return DType::bf16; }
-  DType kv_dtype() const override { return DType::bf16; }
+  DType kv_dtype() const override { return kv_dtype_; }
   std::unique_ptr<DeviceBuffer> alloc(size_t bytes) override { return std::make_unique<CudaBuffer>(bytes); }
   std::unique_ptr<DeviceBuffer> alloc_host(size_t bytes) override { return std::make_unique<CudaHostBuffer>(bytes); }
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
@@ -502,6 +502,7 @@ class CudaBackend final : public Backend {
   };
 
   int device_ = 0;
+  DType kv_dtype_;  // the KV cache's elements: bf16, or f8_e4m3 (KvQuant)
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<CudaBuffer> cublas_workspace_;
@@ -519,6 +520,6 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(int device, KvDType kv) { return std::make_unique<CudaBackend>(device, kv); }
 
 }  // namespace sy

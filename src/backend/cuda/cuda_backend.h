@@ -7,6 +7,7 @@
 
 namespace sy {
 
-std::unique_ptr<Backend> make_cuda_backend(int device);
+// kv: the KV cache's type (native: bf16).
+std::unique_ptr<Backend> make_cuda_backend(int device, KvDType kv = KvDType::native);
 
 }  // namespace sy

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/e4m3.h"
 #include "kernels/ops.h"
 
 namespace sy::cpu {
@@ -54,6 +55,9 @@ void mla_kv_write(const MlaKvWriteArgs& a) {
     const float inv_rms = 1.0f / std::sqrt(dot(in, in, a.kv_lora_rank) / float(a.kv_lora_rank) + a.eps);
     for (int64_t i = 0; i < a.kv_lora_rank; ++i) out[i] = in[i] * inv_rms * f32_storage(a.norm_weight)[i];
     std::memcpy(out + a.kv_lora_rank, in + a.kv_lora_rank, size_t(a.rope_dim) * sizeof(float));
+    if (a.kv_quant.e4m3) {
+      for (int64_t i = 0; i < row; ++i) out[i] = e4m3_round_trip(out[i], a.kv_quant.k_scale);
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/e4m3.h"
 
 namespace sy::cpu {
 namespace {
@@ -179,11 +180,19 @@ void rope(const RopeArgs& a) {
 void kv_write(const KvWriteArgs& a) {
   const int64_t k_row = a.kv_heads * a.head_dim;
   const int64_t v_row = a.kv_heads * a.v_head_dim;
-#pragma omp parallel for if (a.tokens * (k_row + v_row) >= kParallelMinCopyFloats)
+  const KvQuant& q = a.kv_quant;
+#pragma omp parallel for if (a.tokens * (k_row + v_row) >= (q.e4m3 ? kParallelMinFloats : kParallelMinCopyFloats))
   for (int64_t t = 0; t < a.tokens; ++t) {
     const int64_t slot = a.slots[t];
-    std::memcpy(f32_storage(a.k_cache) + slot * k_row, a.k + t * k_row, size_t(k_row) * sizeof(float));
-    std::memcpy(f32_storage(a.v_cache) + slot * v_row, a.v + t * v_row, size_t(v_row) * sizeof(float));
+    float* k = f32_storage(a.k_cache) + slot * k_row;
+    float* v = f32_storage(a.v_cache) + slot * v_row;
+    if (q.e4m3) {
+      for (int64_t i = 0; i < k_row; ++i) k[i] = e4m3_round_trip(a.k[t * k_row + i], q.k_scale);
+      for (int64_t i = 0; i < v_row; ++i) v[i] = e4m3_round_trip(a.v[t * v_row + i], q.v_scale);
+    } else {
+      std::memcpy(k, a.k + t * k_row, size_t(k_row) * sizeof(float));
+      std::memcpy(v, a.v + t * v_row, size_t(v_row) * sizeof(float));
+    }
   }
 }
 

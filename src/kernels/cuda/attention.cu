@@ -1,16 +1,18 @@
 // Paged KV write (alone, or after the q/k norm and rope in one pass) and paged GQA attention (causal,
-// optional sliding window).
+// optional sliding window), over a bf16 or an E4M3 cache (kv_cache.cuh).
 #include <cuda_bf16.h>
 
 #include <cfloat>
 #include <climits>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/kv_cache.cuh"
 
 namespace sy::cuda {
 
 namespace {
 
+template <typename KV>
 __global__ void kv_write_kernel(KvWriteArgs p) {
   pdl_launch_dependents();
   pdl_wait();
@@ -20,9 +22,10 @@ __global__ void kv_write_kernel(KvWriteArgs p) {
   const int64_t t = i / (k_row + v_row), c = i % (k_row + v_row);
   const int64_t slot = p.slots[t];
   if (c < k_row) {
-    bf16_storage(p.k_cache)[slot * k_row + c] = to_bf(p.k[t * k_row + c]);
+    kv_store(static_cast<KV*>(p.k_cache) + slot * k_row + c, p.k[t * k_row + c], p.kv_quant.k_scale);
   } else {
-    bf16_storage(p.v_cache)[slot * v_row + (c - k_row)] = to_bf(p.v[t * v_row + (c - k_row)]);
+    kv_store(static_cast<KV*>(p.v_cache) + slot * v_row + (c - k_row), p.v[t * v_row + (c - k_row)],
+             p.kv_quant.v_scale);
   }
 }
 
@@ -30,6 +33,7 @@ constexpr int kHeadThreads = 128;
 
 // Block (token, head) over each token's n_heads q heads, then kv_heads k heads, then kv_heads v heads.
 // The same arithmetic as rms_norm_kernel, rope_kernel and kv_write_kernel in sequence.
+template <typename KV>
 __global__ void __launch_bounds__(kHeadThreads) qk_norm_rope_kv_write_kernel(QkRopeKvArgs p) {
   extern __shared__ float head_s[];  // [head_dim]
   __shared__ float reduce[32];
@@ -41,8 +45,8 @@ __global__ void __launch_bounds__(kHeadThreads) qk_norm_rope_kv_write_kernel(QkR
   if (h >= p.n_heads + p.kv_heads) {
     const int64_t hv = h - p.n_heads - p.kv_heads;
     const float* src = p.v + (t * p.kv_heads + hv) * hd;
-    bf16_bits* dst = bf16_storage(p.v_cache) + (slot * p.kv_heads + hv) * hd;
-    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) dst[i] = to_bf(src[i]);
+    KV* dst = static_cast<KV*>(p.v_cache) + (slot * p.kv_heads + hv) * hd;
+    for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) kv_store(dst + i, src[i], p.kv_quant.v_scale);
     return;
   }
   const bool is_q = h < p.n_heads;
@@ -72,17 +76,19 @@ __global__ void __launch_bounds__(kHeadThreads) qk_norm_rope_kv_write_kernel(QkR
     head_s[ib] = b * cs + a * sn;
   }
   __syncthreads();
-  bf16_bits* cache = is_q ? nullptr : bf16_storage(p.k_cache) + (slot * p.kv_heads + (h - p.n_heads)) * hd;
+  KV* cache = is_q ? nullptr : static_cast<KV*>(p.k_cache) + (slot * p.kv_heads + (h - p.n_heads)) * hd;
   for (int64_t i = threadIdx.x; i < hd; i += blockDim.x) {
     const float v = head_s[i];
     x[i] = v;
-    if (cache) cache[i] = to_bf(v);
+    if (cache) kv_store(cache + i, v, p.kv_quant.k_scale);
   }
 }
 
 constexpr int kAttnThreads = 128;
 
-// One block per (token, head): scores of every visible key into shared memory, softmax, then V.
+// One block per (token, head): scores of every visible key into shared memory, softmax, then V. An E4M3 cache's
+// scales multiply the scores and the output (the stored values are read unscaled).
+template <typename KV>
 __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(PagedAttentionArgs p) {
   extern __shared__ float scores[];
   __shared__ float reduce[32];
@@ -93,15 +99,17 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(PagedAtte
   const int64_t n_keys = pos - first + 1;
   const int32_t* table = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks;
   const float* q = p.q + (t * p.n_heads + h) * p.head_dim;
+  const float score_scale = kIsE4m3<KV> ? p.scale * p.kv_quant.k_scale : p.scale;
+  const float v_scale = kIsE4m3<KV> ? p.kv_quant.v_scale : 1.0f;
 
   float local_max = -FLT_MAX;
   for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) {
     const int64_t kp = first + j;
     const int64_t slot = static_cast<int64_t>(table[kp / p.block_size]) * p.block_size + kp % p.block_size;
-    const bf16_bits* k = bf16_storage(p.k_cache) + (slot * p.kv_heads + kvh) * p.head_dim;
+    const KV* k = static_cast<const KV*>(p.k_cache) + (slot * p.kv_heads + kvh) * p.head_dim;
     float dot = 0.0f;
-    for (int64_t d = 0; d < p.head_dim; ++d) dot += q[d] * bf(k[d]);
-    const float s = dot * p.scale;
+    for (int64_t d = 0; d < p.head_dim; ++d) dot += q[d] * kv_element(k[d]);
+    const float s = dot * score_scale;
     scores[j] = s;
     local_max = fmaxf(local_max, s);
   }
@@ -119,9 +127,9 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(PagedAtte
     for (int64_t j = 0; j < n_keys; ++j) {
       const int64_t kp = first + j;
       const int64_t slot = static_cast<int64_t>(table[kp / p.block_size]) * p.block_size + kp % p.block_size;
-      acc += scores[j] * bf(bf16_storage(p.v_cache)[(slot * p.kv_heads + kvh) * p.v_head_dim + d]);
+      acc += scores[j] * kv_element(static_cast<const KV*>(p.v_cache)[(slot * p.kv_heads + kvh) * p.v_head_dim + d]);
     }
-    p.out[(t * p.n_heads + h) * p.v_head_dim + d] = acc * inv;
+    p.out[(t * p.n_heads + h) * p.v_head_dim + d] = kIsE4m3<KV> ? acc * inv * v_scale : acc * inv;
   }
 }
 
@@ -130,7 +138,10 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(PagedAtte
 void kv_write(const KvWriteArgs& p, cudaStream_t s) {
   const int64_t n = p.tokens * p.kv_heads * (p.head_dim + p.v_head_dim);
   if (n == 0) return;
-  launch_pdl(kv_write_kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, s, "kv_write", p);
+  with_kv_element(p.kv_quant, [&](auto kv) {
+    launch_pdl(kv_write_kernel<decltype(kv)>, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, s, "kv_write",
+               p);
+  });
 }
 
 void qk_norm_rope_kv_write(const QkRopeKvArgs& p, cudaStream_t s) {
@@ -140,22 +151,27 @@ void qk_norm_rope_kv_write(const QkRopeKvArgs& p, cudaStream_t s) {
                       p.head_dim * sizeof(float) <= 48 * 1024 &&
                       (bf16_storage(p.q_norm) == nullptr) == (bf16_storage(p.k_norm) == nullptr),
                   "qk_norm_rope_kv_write: needs an even rotary_dim <= head_dim <= 12288, and both norms or neither");
-  launch_pdl(qk_norm_rope_kv_write_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kHeadThreads),
-             static_cast<size_t>(p.head_dim) * sizeof(float), s, "qk_norm_rope_kv_write", p);
+  with_kv_element(p.kv_quant, [&](auto kv) {
+    launch_pdl(qk_norm_rope_kv_write_kernel<decltype(kv)>, dim3(static_cast<unsigned>(blocks)), dim3(kHeadThreads),
+               static_cast<size_t>(p.head_dim) * sizeof(float), s, "qk_norm_rope_kv_write", p);
+  });
 }
 
 void paged_attention(const PagedAttentionArgs& p, cudaStream_t s) {
   if (p.tokens == 0) return;
   const size_t smem = static_cast<size_t>(p.max_blocks * p.block_size) * sizeof(float);
-  static size_t configured = 48 * 1024;
-  if (smem > configured) {
-    check_shared_memory("paged_attention", smem, 227 * 1024);
-    check_cuda(cudaFuncSetAttribute(paged_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem)),
-               "cudaFuncSetAttribute(paged_attention)");
-    configured = smem;
-  }
-  paged_attention_kernel<<<static_cast<unsigned>(p.tokens * p.n_heads), kAttnThreads, smem, s>>>(p);
+  with_kv_element(p.kv_quant, [&](auto kv) {
+    using KV = decltype(kv);
+    static size_t configured = 48 * 1024;  // one per instantiation
+    if (smem > configured) {
+      check_shared_memory("paged_attention", smem, 227 * 1024);
+      check_cuda(cudaFuncSetAttribute(paged_attention_kernel<KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem)),
+                 "cudaFuncSetAttribute(paged_attention)");
+      configured = smem;
+    }
+    paged_attention_kernel<KV><<<static_cast<unsigned>(p.tokens * p.n_heads), kAttnThreads, smem, s>>>(p);
+  });
   check_launch("paged_attention");
 }
 

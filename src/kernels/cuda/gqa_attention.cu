@@ -7,12 +7,17 @@
 // (hi = bf16(x), lo = bf16(x - hi)), so q·k and p·v carry ~16 mantissa bits against the bf16 K and V,
 // as the fp32 CPU kernel does; the cost is twice the tensor-core work, which stays far under the
 // memory time. Scores are kept in the log2 domain (scaled by log2 e) for exp2.
+//
+// An E4M3 cache (kv_cache.cuh) lands in shared memory as bytes and is widened, exactly, into one bf16 K and V tile
+// that the same mma code reads; its per-tensor scales are folded into the score scale (K) and the output (V), so
+// the tensor cores see the stored values themselves.
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/split_merge.cuh"
 
@@ -28,7 +33,7 @@ constexpr int kStages = 2;
 constexpr int kMaxGroup = 16;  // query rows of one warp's mma tile
 constexpr float kLog2e = 1.4426950408889634f;
 
-// Shared memory: kStages K and V tiles, then the query fragments of `row_sets` sets of 16 rows.
+// Shared memory: the K and V tiles (KvTiles), then the query fragments of `row_sets` sets of 16 rows.
 template <int HD>
 __host__ __device__ constexpr size_t tile_bytes() {
   return size_t(kStages) * 2 * kTileKeys * HD * sizeof(bf16_bits);
@@ -52,11 +57,13 @@ __device__ __forceinline__ int kv_offset(int r, int c) {
 // Loads keys [k0, k0 + kTileKeys) of one kv head into a K and a V tile (all threads of the block);
 // keys at or past k_end are zero-filled, so that masked probabilities multiply zeros, not garbage.
 // The block-table entries of a thread's rows are all loaded before the first copy is issued, so that
-// a tile costs one table latency, not one per row.
-template <int HD>
-__device__ __forceinline__ void load_kv_tile(bf16_bits* ks, bf16_bits* vs, const PagedAttentionArgs& p,
-                                             const int32_t* table, int64_t kvh, int64_t k0, int64_t k_end) {
-  constexpr int kChunks = HD / 8, kRowsPerPass = kThreads / kChunks, kPasses = kTileKeys / kRowsPerPass;
+// a tile costs one table latency, not one per row. bf16 tiles are swizzled (kv_offset); E4M3 ones are plain
+// [kTileKeys][HD] bytes, which widen_kv_tile swizzles.
+template <int HD, typename KV>
+__device__ __forceinline__ void load_kv_tile(KV* ks, KV* vs, const PagedAttentionArgs& p, const int32_t* table,
+                                             int64_t kvh, int64_t k0, int64_t k_end) {
+  constexpr int kPerChunk = 16 / static_cast<int>(sizeof(KV));
+  constexpr int kChunks = HD / kPerChunk, kRowsPerPass = kThreads / kChunks, kPasses = kTileKeys / kRowsPerPass;
   const int c = static_cast<int>(threadIdx.x) % kChunks, r0 = static_cast<int>(threadIdx.x) / kChunks;
   const auto bs = static_cast<int32_t>(p.block_size);  // positions and block ids are int32
   int32_t block[kPasses];
@@ -71,11 +78,56 @@ __device__ __forceinline__ void load_kv_tile(bf16_bits* ks, bf16_bits* vs, const
     const int64_t kp = k0 + r;
     const bool ok = kp < k_end;
     const int64_t slot = static_cast<int64_t>(block[i]) * bs + static_cast<int32_t>(kp) % bs;
-    const int64_t off = ok ? (slot * p.kv_heads + kvh) * HD + c * 8 : 0;
-    cp_async16(ks + kv_offset<HD>(r, c), bf16_storage(p.k_cache) + off, ok);
-    cp_async16(vs + kv_offset<HD>(r, c), bf16_storage(p.v_cache) + off, ok);
+    const int64_t off = ok ? (slot * p.kv_heads + kvh) * HD + c * kPerChunk : 0;
+    const int at = kIsE4m3<KV> ? r * HD + c * kPerChunk : kv_offset<HD>(r, c);
+    cp_async16(ks + at, static_cast<const KV*>(p.k_cache) + off, ok);
+    cp_async16(vs + at, static_cast<const KV*>(p.v_cache) + off, ok);
   }
 }
+
+// An E4M3 K and V tile (plain bytes) widened into the swizzled bf16 tiles the mma reads (all threads).
+template <int HD>
+__device__ __forceinline__ void widen_kv_tile(const e4m3_bits* k8, const e4m3_bits* v8, bf16_bits* ks, bf16_bits* vs) {
+  constexpr int kChunks = HD / 16;
+  for (int i = static_cast<int>(threadIdx.x); i < kTileKeys * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    uint4 lo, hi;
+    e4m3x16_to_bf16(*reinterpret_cast<const uint4*>(k8 + r * HD + c * 16), lo, hi);
+    *reinterpret_cast<uint4*>(ks + kv_offset<HD>(r, 2 * c)) = lo;
+    *reinterpret_cast<uint4*>(ks + kv_offset<HD>(r, 2 * c + 1)) = hi;
+    e4m3x16_to_bf16(*reinterpret_cast<const uint4*>(v8 + r * HD + c * 16), lo, hi);
+    *reinterpret_cast<uint4*>(vs + kv_offset<HD>(r, 2 * c)) = lo;
+    *reinterpret_cast<uint4*>(vs + kv_offset<HD>(r, 2 * c + 1)) = hi;
+  }
+}
+
+// The K/V tiles in the first tile_bytes<HD>() of shared memory. bf16: kStages [K tile, V tile] pairs that the mma
+// reads where they land. E4M3: one bf16 pair the mma reads, then kStages pairs of byte tiles [K, V] that land
+// (half the size each, so the total is the same) and are widened into it by ready().
+template <int HD, typename KV>
+struct KvTiles {
+  static constexpr int kTileElems = kTileKeys * HD;
+  bf16_bits* smem;
+  __device__ KV* k_stage(int s) const {
+    if constexpr (kIsE4m3<KV>) {
+      return reinterpret_cast<e4m3_bits*>(smem + 2 * kTileElems) + s * 2 * kTileElems;
+    } else {
+      return smem + s * 2 * kTileElems;
+    }
+  }
+  __device__ KV* v_stage(int s) const { return k_stage(s) + kTileElems; }
+  // The bf16 K tile of stage s (its V tile follows at + kTileElems), once stage s has landed; called by all
+  // threads (E4M3: widens, and synchronises the block).
+  __device__ const bf16_bits* ready(int s) const {
+    if constexpr (kIsE4m3<KV>) {
+      widen_kv_tile<HD>(k_stage(s), v_stage(s), smem, smem + kTileElems);
+      __syncthreads();
+      return smem;
+    } else {
+      return smem + s * 2 * kTileElems;
+    }
+  }
+};
 
 // Query rows of one warp's mma tile as A fragments in shared memory, [HD / 16][hi, lo][lane] of 16
 // bytes (conflict-free: each lane reads back only its own fragments): row g = lane / 4 (and g + 8)
@@ -194,9 +246,10 @@ __device__ __forceinline__ int64_t first_visible(const PagedAttentionArgs& p, in
 // 16); the split's keys go through the block in 64-key tiles, warp w taking keys 16w..16w+15 of each.
 // The four warps' states are merged through shared memory; with one split the block writes the
 // output, else an unnormalised partial (m in the log2 domain, l, acc) for gqa_attention_merge_kernel.
-template <int HD>
+template <int HD, typename KV>
 __global__ void __launch_bounds__(kThreads) gqa_decode_kernel(PagedAttentionArgs p, AttentionSplit sp) {
-  extern __shared__ __align__(16) bf16_bits smem[];  // [kStages][K tile, V tile], then the q fragments
+  extern __shared__ __align__(16) bf16_bits smem[];  // the K/V tiles (KvTiles), then the q fragments
+  const KvTiles<HD, KV> tiles{smem};
   uint4* qf = reinterpret_cast<uint4*>(smem + tile_bytes<HD>() / sizeof(bf16_bits));
   pdl_launch_dependents();
   pdl_wait();  // q and the new keys come from the previous kernels
@@ -214,7 +267,7 @@ __global__ void __launch_bounds__(kThreads) gqa_decode_kernel(PagedAttentionArgs
 
   const int n = static_cast<int>(max(int64_t(0), tile1 - tile0));
   constexpr int kTileElems = kTileKeys * HD;
-  if (n > 0) load_kv_tile<HD>(smem, smem + kTileElems, p, table, kvh, lo_key, hi_key + 1);
+  if (n > 0) load_kv_tile<HD, KV>(tiles.k_stage(0), tiles.v_stage(0), p, table, kvh, lo_key, hi_key + 1);
   cp_async_commit();
   if (warp == 0) {  // the same rows for every warp; the pipeline's first barrier publishes them
     const float* q0 = p.q + (t * p.n_heads + kvh * G) * HD;
@@ -224,16 +277,18 @@ __global__ void __launch_bounds__(kThreads) gqa_decode_kernel(PagedAttentionArgs
   RowState<HD> st;
   st.init();
   const int64_t lo[2] = {lo_key, lo_key}, hi[2] = {hi_key, hi_key};
-  const float scale_log2 = p.scale * kLog2e;
+  const float scale_log2 = p.scale * kLog2e * (kIsE4m3<KV> ? p.kv_quant.k_scale : 1.0f);
+  const float v_scale = kIsE4m3<KV> ? p.kv_quant.v_scale : 1.0f;
   for (int i = 0; i < n; ++i) {
     if (i + 1 < n) {
-      bf16_bits* next = smem + ((i + 1) % kStages) * 2 * kTileElems;
-      load_kv_tile<HD>(next, next + kTileElems, p, table, kvh, lo_key + int64_t(i + 1) * kTileKeys, hi_key + 1);
+      const int next = (i + 1) % kStages;
+      load_kv_tile<HD, KV>(tiles.k_stage(next), tiles.v_stage(next), p, table, kvh, lo_key + int64_t(i + 1) * kTileKeys,
+                           hi_key + 1);
     }
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    const bf16_bits* cur = smem + (i % kStages) * 2 * kTileElems;
+    const bf16_bits* cur = tiles.ready(i % kStages);
     const int64_t kbase = lo_key + int64_t(i) * kTileKeys + warp * kSliceKeys;
     if (kbase <= hi_key) {
       attend_slice<HD>(st, qf, cur, cur + kTileElems, warp * kSliceKeys, kbase, lo, hi, scale_log2);
@@ -278,9 +333,9 @@ __global__ void __launch_bounds__(kThreads) gqa_decode_kernel(PagedAttentionArgs
     }
     const int64_t head = t * p.n_heads + kvh * G + g;
     if (sp.splits == 1) {
-      p.out[head * HD + d] = A / L;
+      p.out[head * HD + d] = A / L * v_scale;
     } else {
-      sp.acc[(head * sp.splits + split) * HD + d] = A;
+      sp.acc[(head * sp.splits + split) * HD + d] = A * v_scale;
       if (d == 0) {
         sp.m[head * sp.splits + split] = M;
         sp.l[head * sp.splits + split] = L;
@@ -304,10 +359,11 @@ __global__ void gqa_attention_merge_kernel(PagedAttentionArgs p, AttentionSplit 
 // sequence; each run streams its sequence's visible keys through shared memory once for all four
 // warps, masking rows outside the run and keys outside each row's causal (and sliding) window. A
 // warp skips the 16-key slices that none of its rows sees (the causal upper triangle).
-template <int HD>
+template <int HD, typename KV>
 __global__ void __launch_bounds__(kThreads) gqa_prefill_kernel(PagedAttentionArgs p) {
-  extern __shared__ __align__(16) bf16_bits smem[];  // [kStages][K tile, V tile], then each warp's q fragments
+  extern __shared__ __align__(16) bf16_bits smem[];  // the K/V tiles (KvTiles), then each warp's q fragments
   constexpr int kTileElems = kTileKeys * HD;
+  const KvTiles<HD, KV> tiles{smem};
   __shared__ int32_t seq_s[kWarps * kMaxGroup];
   __shared__ int64_t pos_s[kWarps * kMaxGroup];
   const int G = static_cast<int>(p.n_heads / p.kv_heads);
@@ -336,7 +392,8 @@ __global__ void __launch_bounds__(kThreads) gqa_prefill_kernel(PagedAttentionArg
   store_q<HD>(qf, row_q[0], row_q[1]);  // read back by the same lanes only
   RowState<HD> st;
   st.init();
-  const float scale_log2 = p.scale * kLog2e;
+  const float scale_log2 = p.scale * kLog2e * (kIsE4m3<KV> ? p.kv_quant.k_scale : 1.0f);
+  const float v_scale = kIsE4m3<KV> ? p.kv_quant.v_scale : 1.0f;
 
   for (int start = 0; start < n_tok;) {
     const int32_t seq = seq_s[start];
@@ -367,17 +424,18 @@ __global__ void __launch_bounds__(kThreads) gqa_prefill_kernel(PagedAttentionArg
     }
     const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks;
     const int n = static_cast<int>((k_hi - k_lo + kTileKeys) / kTileKeys);
-    load_kv_tile<HD>(smem, smem + kTileElems, p, table, kvh, k_lo, k_hi + 1);
+    load_kv_tile<HD, KV>(tiles.k_stage(0), tiles.v_stage(0), p, table, kvh, k_lo, k_hi + 1);
     cp_async_commit();
     for (int i = 0; i < n; ++i) {
       if (i + 1 < n) {
-        bf16_bits* next = smem + ((i + 1) % kStages) * 2 * kTileElems;
-        load_kv_tile<HD>(next, next + kTileElems, p, table, kvh, k_lo + int64_t(i + 1) * kTileKeys, k_hi + 1);
+        const int next = (i + 1) % kStages;
+        load_kv_tile<HD, KV>(tiles.k_stage(next), tiles.v_stage(next), p, table, kvh, k_lo + int64_t(i + 1) * kTileKeys,
+                             k_hi + 1);
       }
       cp_async_commit();
       cp_async_wait<1>();
       __syncthreads();
-      const bf16_bits* cur = smem + (i % kStages) * 2 * kTileElems;
+      const bf16_bits* cur = tiles.ready(i % kStages);
 #pragma unroll 1
       for (int j = 0; j < kTileKeys / kSliceKeys; ++j) {
         const int64_t kbase = k_lo + int64_t(i) * kTileKeys + j * kSliceKeys;
@@ -398,7 +456,7 @@ __global__ void __launch_bounds__(kThreads) gqa_prefill_kernel(PagedAttentionArg
     if (row_tok[row] < 0) continue;
     const int r = lane / 4 + 8 * row;
     float* out = p.out + ((t0 + row_tok[row]) * p.n_heads + kvh * G + r % G) * HD;
-    const float inv = 1.0f / l;
+    const float inv = 1.0f / l * v_scale;
 #pragma unroll
     for (int nt = 0; nt < HD / 8; ++nt) {
       *reinterpret_cast<float2*>(out + nt * 8 + 2 * (lane % 4)) =
@@ -413,21 +471,21 @@ void allow_smem(Kernel kernel, size_t bytes, const char* name) {
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), name);
 }
 
-template <int HD>
+template <int HD, typename KV>
 void launch_decode(const PagedAttentionArgs& p, const AttentionSplit& sp, cudaStream_t s) {
   constexpr size_t smem = tile_bytes<HD>() + q_frag_bytes<HD>();
-  allow_smem(gqa_decode_kernel<HD>, smem, "cudaFuncSetAttribute(gqa_decode)");
-  launch_pdl(gqa_decode_kernel<HD>, dim3(static_cast<unsigned>(p.tokens * p.kv_heads * sp.splits)), dim3(kThreads),
+  allow_smem(gqa_decode_kernel<HD, KV>, smem, "cudaFuncSetAttribute(gqa_decode)");
+  launch_pdl(gqa_decode_kernel<HD, KV>, dim3(static_cast<unsigned>(p.tokens * p.kv_heads * sp.splits)), dim3(kThreads),
              smem, s, "gqa_decode", p, sp);
 }
 
-template <int HD>
+template <int HD, typename KV>
 void launch_prefill(const PagedAttentionArgs& p, cudaStream_t s) {
   constexpr size_t smem = tile_bytes<HD>() + kWarps * q_frag_bytes<HD>();
-  allow_smem(gqa_prefill_kernel<HD>, smem, "cudaFuncSetAttribute(gqa_prefill)");
+  allow_smem(gqa_prefill_kernel<HD, KV>, smem, "cudaFuncSetAttribute(gqa_prefill)");
   const int64_t tile_tokens = kWarps * (kMaxGroup / (p.n_heads / p.kv_heads));
   const dim3 grid(static_cast<unsigned>((p.tokens + tile_tokens - 1) / tile_tokens), static_cast<unsigned>(p.kv_heads));
-  gqa_prefill_kernel<HD><<<grid, kThreads, smem, s>>>(p);
+  gqa_prefill_kernel<HD, KV><<<grid, kThreads, smem, s>>>(p);
   check_launch("gqa_prefill");
 }
 
@@ -448,17 +506,17 @@ void gqa_decode_attention(const PagedAttentionArgs& p, const AttentionSplit& sp,
   if (p.tokens == 0) return;
   check_supported(gqa_attention_supported(p.n_heads, p.kv_heads, p.head_dim, p.v_head_dim),
                   "gqa_decode_attention: needs a group of at most 16 heads and head_dim 32, 64 or 128");
-  switch (p.head_dim) {
-    case 32:
-      launch_decode<32>(p, sp, s);
-      break;
-    case 64:
-      launch_decode<64>(p, sp, s);
-      break;
-    default:
-      launch_decode<128>(p, sp, s);
-      break;
-  }
+  with_kv_element(p.kv_quant, [&](auto kv) {
+    using KV = decltype(kv);
+    switch (p.head_dim) {
+      case 32:
+        return launch_decode<32, KV>(p, sp, s);
+      case 64:
+        return launch_decode<64, KV>(p, sp, s);
+      default:
+        return launch_decode<128, KV>(p, sp, s);
+    }
+  });
   if (sp.splits > 1) {
     const int64_t n = p.tokens * p.n_heads * p.head_dim;
     launch_pdl(gqa_attention_merge_kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, s,
@@ -470,14 +528,17 @@ void gqa_prefill_attention(const PagedAttentionArgs& p, cudaStream_t s) {
   if (p.tokens == 0) return;
   check_supported(gqa_attention_supported(p.n_heads, p.kv_heads, p.head_dim, p.v_head_dim),
                   "gqa_prefill_attention: needs a group of at most 16 heads and head_dim 32, 64 or 128");
-  switch (p.head_dim) {
-    case 32:
-      return launch_prefill<32>(p, s);
-    case 64:
-      return launch_prefill<64>(p, s);
-    default:
-      return launch_prefill<128>(p, s);
-  }
+  with_kv_element(p.kv_quant, [&](auto kv) {
+    using KV = decltype(kv);
+    switch (p.head_dim) {
+      case 32:
+        return launch_prefill<32, KV>(p, s);
+      case 64:
+        return launch_prefill<64, KV>(p, s);
+      default:
+        return launch_prefill<128, KV>(p, s);
+    }
+  });
 }
 
 }  // namespace sy::cuda

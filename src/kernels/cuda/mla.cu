@@ -1,12 +1,13 @@
-// Multi-head latent attention over the bf16 latent cache, the sparse-attention indexer's top-k key
-// selection. Plain first versions: one block per (token, head) or per token, scores in
-// shared memory, as paged_attention; correctness against the CPU backend first, speed later.
+// Multi-head latent attention over the bf16 or E4M3 latent cache (kv_cache.cuh), the sparse-attention indexer's top-k
+// key selection. Plain first versions: one block per (token, head) or per token, scores in shared memory, as
+// paged_attention; correctness against the CPU backend first, speed later.
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/mla_ops.cuh"
 
 namespace sy::cuda {
@@ -15,22 +16,25 @@ namespace {
 
 constexpr int kThreads = 128;
 
-// One block per token: RMSNorm of the latent with kv_a_layernorm, then the rope key, both to bf16.
+// One block per token: RMSNorm of the latent with kv_a_layernorm, then the rope key, both to the cache's type.
+template <typename KV>
 __global__ void __launch_bounds__(kThreads) mla_kv_write_kernel(MlaKvWriteArgs p) {
   __shared__ float reduce[32];
   const int64_t t = blockIdx.x, row = p.kv_lora_rank + p.rope_dim;
   const float* in = p.kv + t * row;
-  bf16_bits* out = bf16_storage(p.cache) + static_cast<int64_t>(p.slots[t]) * row;
+  KV* out = static_cast<KV*>(p.cache) + static_cast<int64_t>(p.slots[t]) * row;
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < p.kv_lora_rank; i += blockDim.x) ss += in[i] * in[i];
   const float inv = rsqrtf(block_reduce<kThreads>(ss, false, reduce) / static_cast<float>(p.kv_lora_rank) + p.eps);
   for (int64_t i = threadIdx.x; i < row; i += blockDim.x) {
-    out[i] = to_bf(i < p.kv_lora_rank ? in[i] * inv * bf(bf16_storage(p.norm_weight)[i]) : in[i]);
+    kv_store(out + i, i < p.kv_lora_rank ? in[i] * inv * bf(bf16_storage(p.norm_weight)[i]) : in[i],
+             p.kv_quant.k_scale);
   }
 }
 
 // One block per (token, head): score every key (all of 0..p or the indexer's choice) into shared memory,
-// softmax, then each thread mixes some latent dims.
+// softmax, then each thread mixes some latent dims. An E4M3 cache's scale multiplies the scores and the output.
+template <typename KV>
 __global__ void __launch_bounds__(kThreads) mla_attention_kernel(MlaAttentionArgs p) {
   extern __shared__ float scores[];
   __shared__ float reduce[32];
@@ -41,6 +45,7 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(MlaAttentionArg
   const int64_t n = chosen ? p.n_selected : pos + 1;
   const float* ql = p.q_latent + (t * p.n_heads + h) * p.kv_lora_rank;
   const float* qr = p.q_rope + (t * p.n_heads + h) * p.q_rope_stride;
+  const float score_scale = kIsE4m3<KV> ? p.scale * p.kv_quant.k_scale : p.scale;
 
   float local_max = -FLT_MAX;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
@@ -49,11 +54,11 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(MlaAttentionArg
       scores[j] = -INFINITY;
       continue;
     }
-    const bf16_bits* c = bf16_storage(p.cache) + slot_of(table, p.block_size, k) * row;
+    const KV* c = static_cast<const KV*>(p.cache) + slot_of(table, p.block_size, k) * row;
     float dot = 0.0f;
-    for (int64_t d = 0; d < p.kv_lora_rank; ++d) dot += ql[d] * bf(c[d]);
-    for (int64_t d = 0; d < p.rope_dim; ++d) dot += qr[d] * bf(c[p.kv_lora_rank + d]);
-    scores[j] = dot * p.scale;
+    for (int64_t d = 0; d < p.kv_lora_rank; ++d) dot += ql[d] * kv_element(c[d]);
+    for (int64_t d = 0; d < p.rope_dim; ++d) dot += qr[d] * kv_element(c[p.kv_lora_rank + d]);
+    scores[j] = dot * score_scale;
     local_max = fmaxf(local_max, scores[j]);
   }
   const float m = block_reduce<kThreads>(local_max, true, reduce);
@@ -70,9 +75,9 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(MlaAttentionArg
     for (int64_t j = 0; j < n; ++j) {
       if (scores[j] == 0.0f) continue;
       const int64_t k = chosen ? chosen[j] : j;
-      acc += scores[j] * bf(bf16_storage(p.cache)[slot_of(table, p.block_size, k) * row + d]);
+      acc += scores[j] * kv_element(static_cast<const KV*>(p.cache)[slot_of(table, p.block_size, k) * row + d]);
     }
-    p.out[(t * p.n_heads + h) * p.kv_lora_rank + d] = acc * inv;
+    p.out[(t * p.n_heads + h) * p.kv_lora_rank + d] = kIsE4m3<KV> ? acc * inv * p.kv_quant.k_scale : acc * inv;
   }
 }
 
@@ -238,7 +243,9 @@ void allow_shared_memory(Kernel kernel, const char* name, size_t bytes, size_t& 
 
 void mla_kv_write(const MlaKvWriteArgs& p, cudaStream_t s) {
   if (p.tokens == 0) return;
-  mla_kv_write_kernel<<<static_cast<unsigned>(p.tokens), kThreads, 0, s>>>(p);
+  with_kv_element(p.kv_quant, [&](auto kv) {
+    mla_kv_write_kernel<decltype(kv)><<<static_cast<unsigned>(p.tokens), kThreads, 0, s>>>(p);
+  });
   check_launch("mla_kv_write");
 }
 
@@ -246,9 +253,12 @@ void mla_attention(const MlaAttentionArgs& p, cudaStream_t s) {
   if (p.tokens == 0 || p.n_heads == 0) return;
   const int64_t keys = p.key_positions ? p.n_selected : p.max_blocks * p.block_size;
   const size_t smem = static_cast<size_t>(keys) * sizeof(float);
-  static size_t configured = 48 * 1024 - 32 * sizeof(float);  // the static reduction buffer counts too
-  allow_shared_memory(mla_attention_kernel, "mla_attention", smem, configured);
-  mla_attention_kernel<<<static_cast<unsigned>(p.tokens * p.n_heads), kThreads, smem, s>>>(p);
+  with_kv_element(p.kv_quant, [&](auto kv) {
+    using KV = decltype(kv);
+    static size_t configured = 48 * 1024 - 32 * sizeof(float);  // per instantiation; the reduction buffer counts too
+    allow_shared_memory(mla_attention_kernel<KV>, "mla_attention", smem, configured);
+    mla_attention_kernel<KV><<<static_cast<unsigned>(p.tokens * p.n_heads), kThreads, smem, s>>>(p);
+  });
   check_launch("mla_attention");
 }
 

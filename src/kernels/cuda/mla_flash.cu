@@ -9,13 +9,15 @@
 //   values: warp w owns latent dims [64w, 64w + 64) of all 32 rows and accumulates P · V for them.
 // As the GQA kernels, q and the probabilities go in as two bf16 halves (hi + lo), so the products keep
 // fp32-like accuracy against the bf16 cache. Decode splits the keys over blocks (flash decoding) and
-// merges the splits in a second kernel.
+// merges the splits in a second kernel. An E4M3 cache (kv_cache.cuh) lands as bytes and is widened, exactly, into
+// one bf16 tile that the same mma code reads; its scale is folded into the score scale and the output.
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/mla_ops.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/split_merge.cuh"
@@ -36,9 +38,17 @@ constexpr int kLatent = 512;
 constexpr int kRope = 64;
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int D>
+// The key tiles: bf16, kStages tiles the mma reads where they land; E4M3, one bf16 tile the mma reads, then
+// kStages byte tiles that land and are widened into it.
+template <int D, typename KV>
+__host__ __device__ constexpr size_t tiles_bytes() {
+  return kIsE4m3<KV> ? size_t(kTileKeys) * D * sizeof(bf16_bits) + size_t(kStages) * kTileKeys * D
+                     : size_t(kStages) * kTileKeys * D * sizeof(bf16_bits);
+}
+
+template <int D, typename KV>
 constexpr size_t smem_bytes() {
-  return size_t(kStages) * kTileKeys * D * sizeof(bf16_bits) + size_t(kSlices) * kRows * kSStride * sizeof(float) +
+  return tiles_bytes<D, KV>() + size_t(kSlices) * kRows * kSStride * sizeof(float) +
          2 * size_t(kRows) * kPStride * sizeof(bf16_bits);
 }
 
@@ -56,29 +66,52 @@ __device__ __forceinline__ int64_t key_at(const int32_t* chosen, int64_t j, int6
   return k >= 0 && k <= pos ? k : -1;
 }
 
-// Cache rows of keys [j0, j0 + kTileKeys) into a tile (all threads); keys not visible are zero-filled.
-template <int D>
-__device__ __forceinline__ void load_tile(bf16_bits* dst, const MlaAttentionArgs& p, const int32_t* table,
+// Cache rows of keys [j0, j0 + kTileKeys) into a tile (all threads); keys not visible are zero-filled. bf16 tiles
+// are swizzled (tile_offset); E4M3 ones are plain [kTileKeys][D] bytes, which widen_tile swizzles.
+template <int D, typename KV>
+__device__ __forceinline__ void load_tile(KV* dst, const MlaAttentionArgs& p, const int32_t* table,
                                           const int32_t* chosen, int64_t j0, int64_t j_end, int64_t pos) {
-  constexpr int kChunks = D / 8;
+  constexpr int kPerChunk = 16 / static_cast<int>(sizeof(KV)), kChunks = D / kPerChunk;
   for (int i = static_cast<int>(threadIdx.x); i < kTileKeys * kChunks; i += kThreads) {
     const int r = i / kChunks, c = i % kChunks;
     const int64_t k = key_at(chosen, j0 + r, j_end, pos);
-    const int64_t off = k >= 0 ? slot_of(table, p.block_size, k) * D + c * 8 : 0;
-    cp_async16(dst + tile_offset<D>(r, c), bf16_storage(p.cache) + off, k >= 0);
+    const int64_t off = k >= 0 ? slot_of(table, p.block_size, k) * D + c * kPerChunk : 0;
+    cp_async16(dst + (kIsE4m3<KV> ? r * D + c * kPerChunk : tile_offset<D>(r, c)),
+               static_cast<const KV*>(p.cache) + off, k >= 0);
+  }
+}
+
+// An E4M3 tile (plain bytes) widened into the swizzled bf16 tile the mma reads (all threads).
+template <int D>
+__device__ __forceinline__ void widen_tile(const e4m3_bits* src, bf16_bits* dst) {
+  constexpr int kChunks = D / 16;
+  for (int i = static_cast<int>(threadIdx.x); i < kTileKeys * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    uint4 lo, hi;
+    e4m3x16_to_bf16(*reinterpret_cast<const uint4*>(src + r * D + c * 16), lo, hi);
+    *reinterpret_cast<uint4*>(dst + tile_offset<D>(r, 2 * c)) = lo;
+    *reinterpret_cast<uint4*>(dst + tile_offset<D>(r, 2 * c + 1)) = hi;
   }
 }
 
 // Block (token, group of 32 heads, split of the keys). One split: the block writes the output; several:
 // an unnormalised partial (m in the log2 domain, l, acc) for mla_merge_kernel.
-template <int L, int R>
+template <int L, int R, typename KV>
 __global__ void __launch_bounds__(kThreads, 1) mla_flash_kernel(MlaAttentionArgs p, AttentionSplit sp) {
   constexpr int D = L + R, kTileElems = kTileKeys * D;
   constexpr int kSteps = D / 16 / kSlices;  // k steps of one warp's score slice
   constexpr int kDims = L / kWarps;         // latent dims of one warp's output
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16_bits* tiles = reinterpret_cast<bf16_bits*>(smem_raw);
-  float* s_part = reinterpret_cast<float*>(tiles + kStages * kTileElems);  // [kSlices][kRows][kSStride]
+  bf16_bits* tiles = reinterpret_cast<bf16_bits*>(smem_raw);  // bf16: the kStages tiles; E4M3: the widened tile
+  // Where stage s lands: a bf16 tile, or (E4M3) a byte tile after the widened one.
+  const auto stage = [&](int s) -> KV* {
+    if constexpr (kIsE4m3<KV>) {
+      return reinterpret_cast<e4m3_bits*>(tiles + kTileElems) + s * kTileElems;
+    } else {
+      return tiles + s * kTileElems;
+    }
+  };
+  float* s_part = reinterpret_cast<float*>(smem_raw + tiles_bytes<D, KV>());  // [kSlices][kRows][kSStride]
   bf16_bits* p_hi = reinterpret_cast<bf16_bits*>(s_part + kSlices * kRows * kSStride);
   bf16_bits* p_lo = p_hi + kRows * kPStride;
   __shared__ float m_s[kRows], l_s[kRows], corr_s[kRows];
@@ -103,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_flash_kernel(MlaAttentionArgs
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n) load_tile<D>(tiles + s * kTileElems, p, table, chosen, j_lo + s * kTileKeys, j_end, pos);
+    if (s < n) load_tile<D, KV>(stage(s), p, table, chosen, j_lo + s * kTileKeys, j_end, pos);
     cp_async_commit();
   }
 
@@ -131,17 +164,24 @@ __global__ void __launch_bounds__(kThreads, 1) mla_flash_kernel(MlaAttentionArgs
     l_s[tid] = 0.0f;
   }
   float o[2][kDims / 8][4] = {};
-  const float scale_log2 = p.scale * kLog2e;
+  const float scale_log2 = p.scale * kLog2e * (kIsE4m3<KV> ? p.kv_quant.k_scale : 1.0f);
+  const float v_scale = kIsE4m3<KV> ? p.kv_quant.k_scale : 1.0f;  // the values are the latent keys
 
   for (int i = 0; i < n; ++i) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // tile i has landed; every warp is past tile i - 1's values
     if (i + kStages - 1 < n) {
-      load_tile<D>(tiles + ((i + kStages - 1) % kStages) * kTileElems, p, table, chosen,
-                   j_lo + int64_t(i + kStages - 1) * kTileKeys, j_end, pos);
+      load_tile<D, KV>(stage((i + kStages - 1) % kStages), p, table, chosen,
+                       j_lo + int64_t(i + kStages - 1) * kTileKeys, j_end, pos);
     }
     cp_async_commit();
     const bf16_bits* cur = tiles + (i % kStages) * kTileElems;
+    if constexpr (kIsE4m3<KV>) {
+      // Stage i % kStages is not the one the load above fills; every warp is past the previous tile's values.
+      widen_tile<D>(stage(i % kStages), tiles);
+      __syncthreads();
+      cur = tiles;
+    }
 
     // Partial scores of this warp's 16 rows × 32 keys over its quarter of the dims.
     float s[4][4] = {};
@@ -249,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_flash_kernel(MlaAttentionArgs
       const int64_t head = t * H + h;
       const float l = l_s[row];
       if (sp.splits == 1) {
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        const float inv = l > 0.0f ? 1.0f / l * v_scale : 0.0f;
         float* out = p.out + head * L + warp * kDims + 2 * (lane % 4);
 #pragma unroll
         for (int nt = 0; nt < kDims / 8; ++nt) {
@@ -260,7 +300,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_flash_kernel(MlaAttentionArgs
         float* acc = sp.acc + (head * sp.splits + split) * L + warp * kDims + 2 * (lane % 4);
 #pragma unroll
         for (int nt = 0; nt < kDims / 8; ++nt) {
-          *reinterpret_cast<float2*>(acc + nt * 8) = make_float2(o[m2][nt][2 * half], o[m2][nt][2 * half + 1]);
+          *reinterpret_cast<float2*>(acc + nt * 8) =
+              make_float2(o[m2][nt][2 * half] * v_scale, o[m2][nt][2 * half + 1] * v_scale);
         }
         if (warp == 0 && lane % 4 == 0) {
           sp.m[head * sp.splits + split] = m_s[row];
@@ -298,17 +339,20 @@ void mla_flash_attention(const MlaAttentionArgs& p, const AttentionSplit& sp, cu
   if (p.tokens == 0 || p.n_heads == 0) return;
   check_supported(mla_flash_supported(p.kv_lora_rank, p.rope_dim),
                   "mla_flash_attention: needs kv_lora_rank 512 and rope dim 64");
-  constexpr size_t smem = smem_bytes<kLatent + kRope>();
-  static bool configured = false;
-  if (!configured) {
-    check_cuda(cudaFuncSetAttribute(mla_flash_kernel<kLatent, kRope>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem)),
-               "cudaFuncSetAttribute(mla_flash)");
-    configured = true;
-  }
   const int64_t groups = (p.n_heads + kRows - 1) / kRows;
-  launch_pdl(mla_flash_kernel<kLatent, kRope>, dim3(static_cast<unsigned>(p.tokens * groups * sp.splits)),
-             dim3(kThreads), smem, s, "mla_flash", p, sp);
+  with_kv_element(p.kv_quant, [&](auto kv) {
+    using KV = decltype(kv);
+    constexpr size_t smem = smem_bytes<kLatent + kRope, KV>();
+    static bool configured = false;  // per instantiation
+    if (!configured) {
+      check_cuda(cudaFuncSetAttribute(mla_flash_kernel<kLatent, kRope, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem)),
+                 "cudaFuncSetAttribute(mla_flash)");
+      configured = true;
+    }
+    launch_pdl(mla_flash_kernel<kLatent, kRope, KV>, dim3(static_cast<unsigned>(p.tokens * groups * sp.splits)),
+               dim3(kThreads), smem, s, "mla_flash", p, sp);
+  });
   if (sp.splits > 1) {
     const int64_t n = p.tokens * p.n_heads * p.kv_lora_rank;
     launch_pdl(mla_merge_kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, s, "mla_merge", p, sp);

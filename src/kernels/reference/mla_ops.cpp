@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/e4m3.h"
 #include "kernels/ops.h"
 
 namespace sy::ref {
@@ -28,6 +29,9 @@ void mla_kv_write(const MlaKvWriteArgs& a) {
     for (int64_t i = 0; i < a.kv_lora_rank; ++i)
       out[i] = float(double(in[i]) * inv_rms * double(f32_storage(a.norm_weight)[i]));
     for (int64_t i = a.kv_lora_rank; i < row; ++i) out[i] = in[i];
+    if (a.kv_quant.e4m3) {
+      for (int64_t i = 0; i < row; ++i) out[i] = e4m3_round_trip(out[i], a.kv_quant.k_scale);
+    }
   }
 }
 

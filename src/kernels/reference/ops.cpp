@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/e4m3.h"
 
 namespace sy::ref {
 
@@ -99,13 +100,16 @@ void rope(const RopeArgs& a) {
 }
 
 void kv_write(const KvWriteArgs& a) {
+  const KvQuant& q = a.kv_quant;
   for (int64_t t = 0; t < a.tokens; ++t) {
     const int64_t slot = a.slots[t];
     for (int64_t i = 0; i < a.kv_heads * a.head_dim; ++i) {
-      f32_storage(a.k_cache)[slot * a.kv_heads * a.head_dim + i] = a.k[t * a.kv_heads * a.head_dim + i];
+      const float x = a.k[t * a.kv_heads * a.head_dim + i];
+      f32_storage(a.k_cache)[slot * a.kv_heads * a.head_dim + i] = q.e4m3 ? e4m3_round_trip(x, q.k_scale) : x;
     }
     for (int64_t i = 0; i < a.kv_heads * a.v_head_dim; ++i) {
-      f32_storage(a.v_cache)[slot * a.kv_heads * a.v_head_dim + i] = a.v[t * a.kv_heads * a.v_head_dim + i];
+      const float x = a.v[t * a.kv_heads * a.v_head_dim + i];
+      f32_storage(a.v_cache)[slot * a.kv_heads * a.v_head_dim + i] = q.e4m3 ? e4m3_round_trip(x, q.v_scale) : x;
     }
   }
 }

@@ -132,7 +132,8 @@ void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaA
                             .tokens = T,
                             .n_heads = c.n_heads,
                             .kv_heads = c.kv_heads,
-                            .head_dim = c.head_dim});
+                            .head_dim = c.head_dim,
+                            .kv_quant = w.kv_quant});
   be.paged_attention({.q = q,
                       .k_cache = k_cache,
                       .v_cache = v_cache,
@@ -149,7 +150,8 @@ void gqa_attention_forward(const StepContext& step, Scratch& scratch, const GqaA
                       .block_size = step.block_size,
                       .max_blocks = step.max_blocks,
                       .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
-                      .sliding_window = c.sliding_window});
+                      .sliding_window = c.sliding_window,
+                      .kv_quant = w.kv_quant});
   be.linear(attn, w.o_proj, w.o_bias, out, T, c.hidden, q_dim);
 }
 

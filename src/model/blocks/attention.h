@@ -40,6 +40,7 @@ struct GqaAttentionWeights {
   WeightPtr o_bias = nullptr;  // [hidden] or null
   WeightPtr q_norm = nullptr;  // [head_dim] or null
   WeightPtr k_norm = nullptr;  // [head_dim] or null
+  KvQuant kv_quant;            // how the layer's KV cache holds K and V (model/kv_scales.h)
 };
 
 // This rank's part under tensor parallelism: n_heads / tp query heads, and kv_heads / tp KV heads, or, when

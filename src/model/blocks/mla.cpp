@@ -100,7 +100,7 @@ MlaCost mla_cost(const MlaConfig& c) {
   if (c.indexer && !c.indexer->shared) {
     const IndexerConfig& i = *c.indexer;
     cost.weight_elems += d(i.n_heads * i.head_dim) * ql + d(i.head_dim) * H + 2 * d(i.head_dim) + d(i.n_heads) * H;
-    cost.kv_elems_per_token += d(i.head_dim);
+    cost.index_elems_per_token = d(i.head_dim);
     cost.heads_x_dims += i.n_heads * i.head_dim;
   }
   return cost;
@@ -152,7 +152,8 @@ void mla_attention_forward(const StepContext& step, Scratch& scratch, const MlaC
                    .tokens = T,
                    .kv_lora_rank = lora,
                    .rope_dim = r,
-                   .eps = c.latent_norm_eps});
+                   .eps = c.latent_norm_eps,
+                   .kv_quant = w.kv_quant});
 
   const int32_t* selected = nullptr;
   if (c.indexer) {
@@ -191,7 +192,8 @@ void mla_attention_forward(const StepContext& step, Scratch& scratch, const MlaC
                     .n_selected = c.indexer ? c.indexer->top_k : 0,
                     .block_size = step.block_size,
                     .max_blocks = step.max_blocks,
-                    .scale = c.softmax_scale});
+                    .scale = c.softmax_scale,
+                    .kv_quant = w.kv_quant});
   // Back out through each head's V rows of kv_b_proj ([v, lora]), then o_proj.
   float* heads_out = scratch.area(kArea).get<float>(kOutHeads, T * H * c.v_head_dim);
   be.head_linear({.x = out_latent,

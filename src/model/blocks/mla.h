@@ -47,6 +47,7 @@ struct MlaWeights {
   Matrix o_proj;                  // [hidden, n_heads * v_head_dim]
   WeightPtr o_bias = nullptr;     // [hidden] or null
   IndexerWeights indexer;
+  KvQuant kv_quant;  // how the layer's cache holds its rows (model/kv_scales.h)
 };
 
 // Binds the published names under `prefix` (e.g. "model.layers.3.self_attn."): q_a_proj, q_a_layernorm,
@@ -62,7 +63,8 @@ KvGeometry mla_kv_geometry(const MlaConfig& c, int64_t n_layers);
 // cache elements per token; Σ over heads of the dims each cached key is multiplied with (scores and values).
 struct MlaCost {
   double weight_elems = 0;
-  double kv_elems_per_token = 0;
+  double kv_elems_per_token = 0;     // the latent row, in the KV dtype
+  double index_elems_per_token = 0;  // the indexer's key, in the weight dtype
   int64_t heads_x_dims = 0;
 };
 MlaCost mla_cost(const MlaConfig& c);
