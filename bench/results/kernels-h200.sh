@@ -2,13 +2,14 @@
 # Nsight Compute's kernel times (gpu__time_duration, summed by kernel name with its template arguments) of
 # `switchyard bench latency` on the first LAYERS layers of a config: prefill of BATCH x 512 tokens, then
 # DECODE decode steps; the table separates the kernels by how often they ran. Env: CONFIG (bench/configs
-# folder), BATCHES (list), LAYERS (default 4), DECODE (decode steps, default 2).
+# folder), BATCHES (list), LAYERS (default 4), DECODE (decode steps, default 2), TAR (the binaries' archive, default
+# .devcarry/gpu/q4.tar.xz).
 #   run(command="CONFIG=qwen3-30b-a3b BATCHES='1 10 64' bash bench/results/kernels-h200.sh", carry=[".devcarry/gpu"])
 set -o pipefail
 OUT=${OUT:-/tmp/kernels-out}
 R=/tmp/kernels-res
 mkdir -p "$OUT" "$R" /tmp/carry
-tar -C /tmp/carry -xJf .devcarry/gpu/q4.tar.xz
+tar -C /tmp/carry -xJf "${TAR:-.devcarry/gpu/q4.tar.xz}"
 export LD_LIBRARY_PATH=/tmp/carry/lib:$LD_LIBRARY_PATH
 B=/tmp/carry/bin
 S="$OUT/summary.txt"
