@@ -199,6 +199,51 @@ TEST_F(Q4Kept, TheGroupOf32FixtureKeepsItsExpertsUnderTheGpuRule) {
   }
 }
 
+// glm_moe_dsa_nvfp4_g16 is the NVFP4 fixture the GPU keeps as stored: the published groups of 16, and every
+// quantised matrix a multiple of 32 columns (the CUDA backend's 4-bit rule in keeps_quantised; o_proj reads 4
+// heads of 24, the dense MLP 64 and 96, the experts 64 and 32), so that the cuda tier's conformance runs the
+// NVFP4 kernels on it end to end (glm_moe_dsa_nvfp4, groups of 4 and experts of 20, is dequantised at load there).
+TEST_F(Q4Kept, TheGroupOf16Nvfp4FixtureKeepsEveryMatrixUnderTheGpuRule) {
+  open("glm_moe_dsa_nvfp4_g16");
+  ASSERT_TRUE(desc_.quant.nvfp4);
+  ASSERT_EQ(desc_.quant.group_size, 16);
+  int64_t stored = 0;
+  for (const TensorInfo* t : ckpt_->tensors()) {
+    if (t->dtype != DType::u8) continue;
+    const TensorInfo* scale = ckpt_->find(t->name + "_scale");
+    ASSERT_NE(scale, nullptr) << t->name;
+    const int64_t cols = 2 * t->shape[1];
+    EXPECT_EQ(cols % 32, 0) << t->name << " has " << cols << " columns";
+    EXPECT_EQ(cols, 16 * scale->shape[1]) << t->name;
+    ++stored;
+  }
+  EXPECT_EQ(stored, 88);  // per layer o_proj; layer 0's dense MLP; layers 1-3's shared and 8 routed experts
+  host_.cols_multiple = 32;
+  const auto expect_kept = [](const QuantView& q, const std::string& what) {
+    EXPECT_EQ(q.format, WeightFormat::nvfp4) << what;
+    EXPECT_EQ(q.block_rows, 1) << what;
+    EXPECT_EQ(q.block_cols, 16) << what;
+  };
+  const int64_t H = desc_.hidden, O = desc_.attn.n_heads * desc_.attn.v_head_dim, I = desc_.moe.inter;
+  ASSERT_EQ(O, 96);
+  ASSERT_EQ(I, 32);
+  auto l = loader(host_, store_);
+  for (int layer = 0; layer < 4; ++layer) {
+    const std::string p = "model.layers." + std::to_string(layer) + ".";
+    expect_kept(l->bind_matrix(p + "self_attn.o_proj.weight", {H, O}).q, p + "self_attn.o_proj");
+    const std::string mlp = p + (layer == 0 ? "mlp." : "mlp.shared_experts.");
+    const int64_t inter = layer == 0 ? desc_.dense_inter : desc_.moe.shared_inter;
+    expect_kept(l->bind_matrix(mlp + "gate_proj.weight", {inter, H}).q, mlp + "gate_proj");
+    expect_kept(l->bind_matrix(mlp + "up_proj.weight", {inter, H}).q, mlp + "up_proj");
+    expect_kept(l->bind_matrix(mlp + "down_proj.weight", {H, inter}).q, mlp + "down_proj");
+    if (layer == 0) continue;
+    WeightStore store;
+    const MoeWeights w = bind_moe(*loader(host_, store), p + "mlp.", kProjMlpNames, moe_config(desc_));
+    expect_kept(w.gate_up.q, p + "mlp.experts gate_up");
+    expect_kept(w.down.q, p + "mlp.experts down");
+  }
+}
+
 // Gate and up of one expert with different tensor scales (ModelOpt shares one per pair, the format allows
 // two): each part's rows keep their own weight_scale_2, and both still decode to the CPU's dequantisation.
 TEST_F(Q4Kept, Nvfp4StackedPartsWithTheirOwnTensorScales) {

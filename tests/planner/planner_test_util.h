@@ -23,7 +23,8 @@ inline std::vector<std::filesystem::path> checkpoint_fixtures() {
   for (const char* name :
        {"qwen3_moe_base", "qwen3_moe_variant", "mixtral_base", "mixtral_variant", "glm4_moe_base", "glm4_moe_variant",
         "deepseek_v3_base", "deepseek_v3_kimi", "deepseek_v32_base", "glm_moe_dsa_base", "qwen3_moe_fp8",
-        "deepseek_v3_kimi_int4", "glm_moe_dsa_nvfp4", "deepseek_v3_kimi_wide", "deepseek_v3_kimi_int4_g32"}) {
+        "deepseek_v3_kimi_int4", "glm_moe_dsa_nvfp4", "deepseek_v3_kimi_wide", "deepseek_v3_kimi_int4_g32",
+        "glm_moe_dsa_wide", "glm_moe_dsa_nvfp4_g16"}) {
     const auto d = dir / name;
     if (std::filesystem::exists(d / "config.json")) out.push_back(d);
   }

@@ -22,7 +22,7 @@ void expect_same(const Amount& a, const Amount& b, const std::string& what) {
 
 TEST(Weights, FixturesArePresent) {
   if (test::checkpoint_fixtures().empty()) GTEST_SKIP() << "tests/fixtures not generated yet";
-  EXPECT_EQ(test::checkpoint_fixtures().size(), 15u);
+  EXPECT_EQ(test::checkpoint_fixtures().size(), 17u);
 }
 
 TEST(Weights, ConfigTableEqualsHeaderTable) {
