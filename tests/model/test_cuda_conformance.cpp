@@ -73,9 +73,13 @@ TEST_P(CudaConformance, MatchesCpuBf16) {
 
 // The same with an FP8 E4M3 KV cache (--kv-dtype fp8; the fixtures carry no scales, so 1.0) on both sides: the GPU
 // stores the bytes and widens them exactly, the CPU the same values in fp32, so they differ as above, plus where an
-// fp32 summation-order difference moves a k, v or latent value across an E4M3 rounding boundary (one E4M3 step on
-// that element, 2^-3 of it, with a chance of about 2^-20 / 2^-4 per value): rare enough on these fixtures that the
-// bf16 tolerance and identical greedy tokens are kept.
+// fp32 summation-order difference moves a k, v or latent value across an E4M3 rounding point: one E4M3 step on that
+// element, 2^-3 of it for a normal value and up to all of it for the subnormal ones that scale 1.0 gives these
+// fixtures' values of about 0.01 (E4M3's smallest normal is 2^-6), so one such value moves a logit by a few per cent
+// of its row's largest. Hence kFp8KvTolerance (the kimi fixtures measured 0.017-0.020 on the H200 against the bf16
+// tolerance of 0.01); greedy tokens must still agree.
+constexpr double kFp8KvTolerance = 3e-2;
+
 TEST_P(CudaConformance, Fp8KvCacheMatchesCpuBf16WithFp8Kv) {
   const auto f = test::load_fixture(GetParam());
   auto gpu = make_cuda_backend(0, KvDType::fp8);
@@ -90,7 +94,7 @@ TEST_P(CudaConformance, Fp8KvCacheMatchesCpuBf16WithFp8Kv) {
     ASSERT_EQ(gr.logits.size(), cr.logits.size());
     const auto rows = static_cast<int64_t>(gr.logits.size()) / vocab;
     const double err = test::max_relative_row_error(gr.logits.data(), cr.logits.data(), rows, vocab);
-    EXPECT_LE(err, kLogitTolerance) << "prompt " << i;
+    EXPECT_LE(err, kFp8KvTolerance) << "prompt " << i;
     worst = std::max(worst, err);
   }
   std::printf("[ %s ] CUDA vs cpu-bf16, fp8 KV cache: max relative logit error %.3g\n", GetParam().c_str(), worst);
