@@ -34,10 +34,10 @@ void add_flag_cases(std::vector<Case>& out) {
                           const std::string& expect) {
     out.push_back({.name = "flag_" + name, .setup = std::move(setup), .args = std::move(args), .expect = expect});
   };
-  const auto plan = [&](const std::string& name, std::vector<std::string> extra, const std::string& expect) {
+  const auto plan = [&](const std::string& name, const std::vector<std::string>& extra, const std::string& expect) {
     add("plan_" + name, model, plus(plan_args(), extra), expect);
   };
-  const auto gen = [&](const std::string& name, std::vector<std::string> extra, const std::string& expect) {
+  const auto gen = [&](const std::string& name, const std::vector<std::string>& extra, const std::string& expect) {
     add("generate_" + name, model, plus({"generate", "--model", "{d}/m", "--max-tokens", "2"}, extra), expect);
   };
 
@@ -177,7 +177,7 @@ void add_flag_cases(std::vector<Case>& out) {
   add("unknown_command", {}, {"explode"}, "subcommand");
 
   // tokenize.
-  const auto tok = [&](const std::string& name, std::vector<std::string> extra, const std::string& expect) {
+  const auto tok = [&](const std::string& name, const std::vector<std::string>& extra, const std::string& expect) {
     add(
         "tokenize_" + name, [](const fs::path& d) { copy_fixture("text/tokenizers/mistral_legacy", d / "m"); },
         plus({"tokenize", "--model", "{d}/m"}, extra), expect);
