@@ -371,7 +371,9 @@ class Transformer final : public Model {
     const auto w = static_cast<double>(dtype_size(backend_.weight_dtype()));
     // Bytes per element of a matrix as held: the weight dtype, or the quantised value and its share of a scale.
     const auto held = [w](const Matrix& m) { return held_bytes_per_weight(m.q, w); };
-    const auto kv = static_cast<double>(dtype_size(backend_.kv_dtype()));  // the values: 1 byte for FP8 E4M3
+    // The KV bytes as the cache stores them (what a step reads): 1 per value for FP8 E4M3 on the GPU, 4 on the CPU,
+    // which keeps E4M3-rounded values in fp32.
+    const auto kv = static_cast<double>(dtype_size(backend_.kv_storage_dtype()));
     const auto H = static_cast<double>(spec_.info.hidden_size), V = static_cast<double>(spec_.info.vocab_size);
     ReadCost c;
     if (plan_.first_stage()) c.embedding_row_bytes = H * w;
