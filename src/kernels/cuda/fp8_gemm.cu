@@ -324,7 +324,7 @@ int dense_slices(int64_t m, int64_t n, int64_t k) {
 template <typename T>
 void run_experts(const MoeExpertsArgs& p, const MoeGroupedScratch& g, cudaStream_t s) {
   const int64_t pairs = p.tokens * p.top_k;
-  const auto tiles = static_cast<unsigned>((pairs + T::kBM - 1) / T::kBM + p.n_experts);
+  const auto tiles = static_cast<unsigned>(moe_grouped_max_tiles(pairs, p.n_experts, T::kBM));
   launch<T, Mode::gate_up>({.a = g.x_fp8,
                             .a_scales = g.x_scales,
                             .w = static_cast<const uint8_t*>(p.gate_up),

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.cuh"
 
@@ -92,8 +93,8 @@ struct WarpTile {
             if (col >= n_out) continue;
             float2 v = make_float2(acc[mt][j][2 * h], acc[mt][j][2 * h + 1]);
             if (bias) {
-              v.x += __uint_as_float(static_cast<uint32_t>(bias[col]) << 16);
-              v.y += __uint_as_float(static_cast<uint32_t>(bias[col + 1]) << 16);
+              v.x += bf(bias[col]);
+              v.y += bf(bias[col + 1]);
             }
             *reinterpret_cast<float2*>(y + col) = v;
           }

@@ -454,6 +454,10 @@ int moe_grouped_tile_m(int64_t pairs, int64_t n_experts) {
                             : Tiles128::kBM;
 }
 
+int64_t moe_grouped_max_tiles(int64_t pairs, int64_t n_experts, int tile_m) {
+  return max_tiles(pairs, n_experts, tile_m);
+}
+
 int64_t moe_grouped_route_ints(int64_t pairs, int64_t n_experts, int tile_m) {
   return pairs + 3 * max_tiles(pairs, n_experts, tile_m);
 }

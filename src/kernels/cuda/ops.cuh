@@ -140,6 +140,8 @@ bool moe_grouped_supported(const MoeExpertsArgs& p);
 // Rows per tile for this many pairs over n_experts: a function of sizes only, so that launch shapes
 // do not depend on the routing.
 int moe_grouped_tile_m(int64_t pairs, int64_t n_experts);
+// The m-tile bound Σ_e ceil(m_e / tile_m) <= ceil(pairs / tile_m) + n_experts the grouped GEMMs' grids are sized by.
+int64_t moe_grouped_max_tiles(int64_t pairs, int64_t n_experts, int tile_m);
 int64_t moe_grouped_route_ints(int64_t pairs, int64_t n_experts, int tile_m);
 GroupedRoute moe_grouped_route_at(int32_t* base, int64_t pairs, int64_t n_experts, int tile_m);
 void moe_grouped_dispatch(const MoeExpertsArgs& a, const MoeGroupedScratch& g, cudaStream_t s);
