@@ -31,6 +31,8 @@ struct PlanOptions {
   bool no_vocab_parallel = false;
   int64_t batch = 256;
   int64_t context = 1024;
+  int64_t prefill_len = 0;
+  std::vector<std::string> profiles;
 };
 
 int64_t kv_dtype_bytes(const std::string& name) {
@@ -58,6 +60,8 @@ int run_plan(const PlanOptions& o) {
   check_model(o.model, !target.weights_from_checkpoint);  // the checks generate makes, before any plan
   target.decode_batch = o.batch;
   target.decode_context = o.context;
+  target.prefill_len = o.prefill_len;
+  for (const std::string& p : o.profiles) target.profiles.push_back(load_profile(p));
 
   if (!o.layout.any_layout_flag()) {
     const Plan plan = make_plan(target, o.all_dense_tp);
@@ -259,6 +263,11 @@ CommandMain add_plan_command(CLI::App& app) {
   cmd->add_flag("--no-vocab-parallel", o->no_vocab_parallel, "replicate the embedding instead of splitting its rows");
   cmd->add_option("--batch", o->batch, "batch of the second decode estimate")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--context", o->context, "context length of the decode estimates")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--prefill-len", o->prefill_len, "prompt tokens of the predicted prefill (default: --context)")
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--profile", o->profiles,
+                  "machine profile from `bench calibrate` (repeatable: a layout of W ranks uses the one measured with W "
+                  "ranks); default: the preset's default efficiencies");
   return [o] { return run_plan(*o); };
 }
 

@@ -15,11 +15,6 @@ constexpr double kInterNodeLatency = 20e-6;
 constexpr double kPcieLatency = 12e-6;
 constexpr double kCrossSocketLatency = 20e-6;
 
-struct Link {
-  double bytes_per_second;
-  double latency;
-};
-
 // Whether a group of `span` consecutive ranks (groups start at multiples of span) has GPUs on two sockets.
 bool crosses_sockets(const Cluster& c, int span) {
   const int per_node = c.gpus_per_node_used();
@@ -31,6 +26,10 @@ bool crosses_sockets(const Cluster& c, int span) {
   }
   return false;
 }
+
+size_t idx(Part p) { return static_cast<size_t>(p); }
+
+}  // namespace
 
 Link link_for_group(const Cluster& c, int group_span) {
   if (group_span > c.gpus_per_node_used()) return {c.machine.network_gbps * 1e9, kInterNodeLatency};
@@ -48,10 +47,6 @@ double all_to_all_seconds(int n, double bytes, const Link& l) {
   if (n <= 1) return 0;
   return static_cast<double>(n - 1) / n * bytes / l.bytes_per_second + l.latency;
 }
-
-size_t idx(Part p) { return static_cast<size_t>(p); }
-
-}  // namespace
 
 DecodeEstimate estimate_decode(const ModelDesc& s, const ParallelSizes& sz, const LayoutMemory& mem,
                                const Cluster& cluster, int64_t batch, int64_t context, const MemoryOptions& o) {

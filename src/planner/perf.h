@@ -27,6 +27,15 @@ struct DecodeEstimate {
 // across nodes) plus its bytes over half the link's two-way bandwidth (or the network bandwidth). On PCIe
 // machines (Machine::cross_socket_gbps > 0) a group within one socket pays 12 µs and the PCIe link, one
 // spanning sockets 20 µs and half of cross_socket_gbps (the rtx-pro-6000 preset states these assumptions).
+// A group's link: its bandwidth per direction and the fixed latency of one collective, as assumed above.
+struct Link {
+  double bytes_per_second = 0;
+  double latency = 0;
+};
+Link link_for_group(const Cluster& c, int group_span);
+double all_reduce_seconds(int n, double bytes, const Link& l);  // ring, `bytes` per rank
+double all_to_all_seconds(int n, double bytes, const Link& l);  // `bytes` sent per rank
+
 DecodeEstimate estimate_decode(const ModelDesc& shape, const ParallelSizes& sizes, const LayoutMemory& memory,
                                const Cluster& cluster, int64_t batch, int64_t context, const MemoryOptions& options);
 

@@ -87,6 +87,10 @@ int flag_count(const ParallelSizes& s) {
 bool better(const PlanEntry& x, const PlanEntry& y) {
   const bool fx = x.check.valid(), fy = y.check.valid();
   if (fx != fy) return fx;
+  if (x.predicted && y.predicted) {
+    const double px = x.predicted->decode_batch.tokens_per_second, py = y.predicted->decode_batch.tokens_per_second;
+    if (px != py) return px > py;
+  }
   if (x.decode_batch.tokens_per_second != y.decode_batch.tokens_per_second) {
     return x.decode_batch.tokens_per_second > y.decode_batch.tokens_per_second;
   }
@@ -131,6 +135,30 @@ std::vector<std::string> nearest(const Plan& plan, const LayoutRequest& req, con
 
 }  // namespace
 
+LayoutPrediction predict_layout(const PlanTarget& t, const LayoutCheck& c) {
+  const int world = c.sizes.world_size();
+  const MachineProfile* best = nullptr;
+  for (const MachineProfile& p : t.profiles) {
+    if (best == nullptr || std::abs(std::log2(static_cast<double>(p.ranks) / world)) <
+                               std::abs(std::log2(static_cast<double>(best->ranks) / world))) {
+      best = &p;
+    }
+  }
+  const MachineProfile preset = best == nullptr ? preset_profile(t.cluster.machine) : MachineProfile{};
+  const CostInputs in{.shape = &t.shape,
+                      .sizes = c.sizes,
+                      .stage_layers = c.stage_layers,
+                      .cluster = &t.cluster,
+                      .profile = best != nullptr ? best : &preset,
+                      .kv_bytes = t.memory.kv_dtype_bytes,
+                      .max_batch_tokens = t.memory.max_batch_tokens};
+  LayoutPrediction out{.profile = in.profile->source};
+  out.decode_one = predict_decode(in, 1, t.decode_context);
+  out.decode_batch = predict_decode(in, t.decode_batch, t.decode_context);
+  out.prefill = predict_prefill(in, t.decode_batch, t.prefill_len > 0 ? t.prefill_len : t.decode_context);
+  return out;
+}
+
 // Checking one layout maps every rank (node spans), so a plan costs layouts x GPUs; this bound keeps it
 // within a few seconds (4096 GPUs: 4,550 layouts; 2520 GPUs, with its many divisors: 79,625).
 constexpr int64_t kMaxPlanWork = 50'000'000;
@@ -151,6 +179,7 @@ Plan make_plan(const PlanTarget& t, bool all_dense_tp) {
       e.decode_one = estimate_decode(t.shape, s, *e.check.memory, t.cluster, 1, t.decode_context, t.memory);
       e.decode_batch =
           estimate_decode(t.shape, s, *e.check.memory, t.cluster, t.decode_batch, t.decode_context, t.memory);
+      e.predicted = predict_layout(t, e.check);
       plan.layouts.push_back(std::move(e));
       continue;
     }

@@ -11,6 +11,7 @@
 #include "arch/model_desc.h"
 #include "parallel/machine.h"
 #include "parallel/mapping.h"
+#include "planner/cost_model.h"
 #include "planner/memory.h"
 #include "planner/perf.h"
 #include "planner/weights.h"
@@ -32,6 +33,18 @@ struct PlanTarget {
   bool check_memory = true;    // false where device memory is unknown (a CPU run without --machine)
   int64_t decode_batch = 256;  // the second decode estimate column
   int64_t decode_context = 1024;
+  int64_t prefill_len = 0;  // prompt tokens of the predicted prefill (of decode_batch prompts); 0: decode_context
+  // Measured machine profiles (plan --profile); a layout of W ranks is timed by the one measured with W ranks, else
+  // the nearest. None: the machine preset's default efficiencies.
+  std::vector<MachineProfile> profiles;
+};
+
+// The speed model's figures for one layout (cost_model.h).
+struct LayoutPrediction {
+  std::string profile;  // the profile's file, or the preset's description
+  StepPrediction decode_one;
+  StepPrediction decode_batch;
+  StepPrediction prefill;
 };
 
 // The weight table from DIR's safetensors headers (never tensor data), or from the config when
@@ -71,10 +84,14 @@ LayoutCheck check_layout(const PlanTarget& target, const LayoutRequest& request)
 // use them all.
 LayoutCheck check_layout_with_alternatives(const PlanTarget& target, const LayoutRequest& request);
 
+// The predictions for a layout whose rules pass (stage_layers known).
+LayoutPrediction predict_layout(const PlanTarget& target, const LayoutCheck& check);
+
 struct PlanEntry {
   LayoutCheck check;
   DecodeEstimate decode_one;    // batch 1
   DecodeEstimate decode_batch;  // target.decode_batch
+  std::optional<LayoutPrediction> predicted;  // where the rules pass
 };
 
 struct RuleSummary {

@@ -22,6 +22,16 @@ std::string format_params(int64_t n) {
 
 std::string format_rate(double tokens_per_second) { return group_digits(std::llround(tokens_per_second)); }
 
+// "attention 1.20, experts 2.31, ..." in ms, the phases with any time.
+std::string format_phases(const StepPrediction& p) {
+  std::string out;
+  for (size_t i = 0; i < p.phase_seconds.size(); ++i) {
+    if (p.phase_seconds[i] <= 0) continue;
+    out += fmt::format("{}{} {:.3f}", out.empty() ? "" : ", ", kCostPhaseNames[i], p.phase_seconds[i] * 1e3);
+  }
+  return out;
+}
+
 std::string describe_attention(const AttentionDesc& a) {
   if (a.kind == AttentionKind::gqa) {
     return fmt::format("GQA: {} heads / {} KV heads of {}{}{}", a.n_heads, a.kv_heads, a.head_dim,
@@ -155,11 +165,21 @@ std::string format_target(const PlanTarget& t) {
 }
 
 std::string format_plan(const PlanTarget& t, const Plan& plan) {
-  std::string out = format_target(t) + "\n";
+  std::string out = format_target(t);
+  if (t.profiles.empty()) {
+    out += fmt::format("speed    predicted from {}\n", preset_profile(t.cluster.machine).source);
+  } else {
+    for (const MachineProfile& p : t.profiles) {
+      out += fmt::format("speed    predicted from {} ({}, {} rank{})\n", p.source, p.name, p.ranks,
+                         p.ranks == 1 ? "" : "s");
+    }
+  }
+  out += "\n";
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"#", "layout", "pp", "dp", "tp", "edp", "ep", "etp", "dtp", "weights/GPU", "activ./GPU",
                   "KV tokens/replica", "KV tokens all", "fits", "tok/s b=1",
-                  fmt::format("tok/s b={}", t.decode_batch)});
+                  fmt::format("tok/s b={}", t.decode_batch), fmt::format("TPOT ms b={}", t.decode_batch),
+                  fmt::format("floor tok/s b={}", t.decode_batch)});
   int n = 0;
   for (const PlanEntry& e : plan.layouts) {
     const ParallelSizes& z = e.check.sizes;
@@ -170,19 +190,22 @@ std::string format_plan(const PlanTarget& t, const Plan& plan) {
       const LayoutMemory& m = *e.check.memory;
       row.insert(row.end(),
                  {format_bytes(worst_weights(m)), format_bytes(worst_activations(m)), group_digits(m.kv_tokens),
-                  group_digits(m.kv_tokens_total), m.fits ? "yes" : "no", format_rate(e.decode_one.tokens_per_second),
+                  group_digits(m.kv_tokens_total), m.fits ? "yes" : "no",
+                  format_rate(e.predicted->decode_one.tokens_per_second),
+                  format_rate(e.predicted->decode_batch.tokens_per_second),
+                  fmt::format("{:.2f}", e.predicted->decode_batch.seconds * 1e3),
                   format_rate(e.decode_batch.tokens_per_second)});
     }
     rows.push_back(std::move(row));
   }
-  std::vector<bool> left(16, false);
+  std::vector<bool> left(18, false);
   left[1] = true;
   if (plan.layouts.empty()) {
     out += fmt::format("no layout of {} GPUs passes the rules\n", t.cluster.gpus);
   } else {
     const auto fitting =
         std::count_if(plan.layouts.begin(), plan.layouts.end(), [](const PlanEntry& e) { return e.check.valid(); });
-    out += fmt::format("{} of {} layouts pass the rules, {} fit; best first (decode tok/s are floor estimates)\n",
+    out += fmt::format("{} of {} layouts pass the rules, {} fit; best first by predicted decode tok/s at the batch\n",
                        plan.layouts.size(), plan.considered, fitting);
     out += format_table(rows, left);
   }
@@ -247,11 +270,20 @@ std::string format_layout(const PlanTarget& t, const LayoutCheck& c) {
         fmt::format("KV       {} tokens per dp replica{}\n", group_digits(c.memory->kv_tokens),
                     z.dp > 1 ? fmt::format(", {} over the {} replicas", group_digits(c.memory->kv_tokens_total), z.dp)
                              : std::string());
+    const LayoutPrediction pred = predict_layout(t, c);
+    out += fmt::format("speed    predicted from {}\n", pred.profile);
+    for (const StepPrediction* p : {&pred.decode_one, &pred.decode_batch, &pred.prefill}) {
+      const bool prefill = p == &pred.prefill;
+      out += fmt::format("{}  batch {}, {} {}: {:.2f} ms{}, {} tok/s; eager {:.2f} ms: {}\n",
+                         prefill ? "prefill" : "decode ", p->batch, p->context, prefill ? "tokens each" : "in context",
+                         p->seconds * 1e3, prefill ? "" : " per step (TPOT)", format_rate(p->tokens_per_second),
+                         p->eager_seconds * 1e3, format_phases(*p));
+    }
     for (int64_t b : {int64_t{1}, t.decode_batch}) {
       const DecodeEstimate d = estimate_decode(t.shape, z, *c.memory, t.cluster, b, t.decode_context, t.memory);
       out += fmt::format(
-          "decode   batch {}: {:.2f} ms/step, {} tok/s (floor estimate: memory {:.2f} ms + comm "
-          "{:.2f} ms per stage and micro-batch)\n",
+          "floor    batch {}: {:.2f} ms/step, {} tok/s (memory {:.2f} ms + comm {:.2f} ms per stage and "
+          "micro-batch)\n",
           b, d.step_seconds * 1e3, format_rate(d.tokens_per_second), d.memory_seconds * 1e3, d.comm_seconds * 1e3);
     }
   }

@@ -60,6 +60,22 @@ json decode_json(const DecodeEstimate& d) {
           {"comm_seconds", d.comm_seconds}};
 }
 
+json prediction_json(const StepPrediction& p) {
+  json phases;
+  for (size_t i = 0; i < p.phase_seconds.size(); ++i) phases[kCostPhaseNames[i]] = p.phase_seconds[i] * 1e3;
+  return {{"batch", p.batch},         {"context", p.context},
+          {"ms", p.seconds * 1e3},    {"eager_ms", p.eager_seconds * 1e3},
+          {"phase_ms", phases},       {"tokens_per_second", p.tokens_per_second},
+          {"graph", p.graph}};
+}
+
+json predicted_json(const LayoutPrediction& p) {
+  return {{"profile", p.profile},
+          {"decode", {prediction_json(p.decode_one), prediction_json(p.decode_batch)}},
+          {"tpot_ms", p.decode_batch.seconds * 1e3},
+          {"prefill", prediction_json(p.prefill)}};
+}
+
 json issues_json(const std::vector<LayoutIssue>& issues) {
   json out = json::array();
   for (const auto& i : issues) {
@@ -120,6 +136,7 @@ std::string plan_json(const PlanTarget& t, const Plan& plan) {
   for (const auto& e : plan.layouts) {
     json l = check_json(t, e.check);
     if (e.check.memory) l["decode"] = {decode_json(e.decode_one), decode_json(e.decode_batch)};
+    if (e.predicted) l["predicted"] = predicted_json(*e.predicted);
     layouts.push_back(l);
   }
   json invalid = json::array();
@@ -143,6 +160,7 @@ std::string layout_json(const PlanTarget& t, const LayoutCheck& c) {
       l["decode"].push_back(
           decode_json(estimate_decode(t.shape, c.sizes, *c.memory, t.cluster, b, t.decode_context, t.memory)));
     }
+    l["predicted"] = predicted_json(predict_layout(t, c));
   }
   if (c.rules_pass()) {
     const Mapping mapping(c.sizes);

@@ -113,8 +113,11 @@ TEST_F(Qwen3On8H200, PlanListsEveryLayoutRanked) {
     EXPECT_EQ(e.check.sizes.world_size(), 8);
     EXPECT_TRUE(e.check.valid());
     EXPECT_GT(e.decode_one.tokens_per_second, 0);
-    if (i > 0) {
-      EXPECT_LE(e.decode_batch.tokens_per_second, plan.layouts[i - 1].decode_batch.tokens_per_second);
+    ASSERT_TRUE(e.predicted.has_value());
+    EXPECT_GT(e.predicted->decode_one.tokens_per_second, 0);
+    if (i > 0) {  // ranked by the predicted throughput at the requested batch
+      EXPECT_LE(e.predicted->decode_batch.tokens_per_second,
+                plan.layouts[i - 1].predicted->decode_batch.tokens_per_second);
     }
   }
   const auto j = nlohmann::json::parse(plan_json(t, plan));

@@ -1,0 +1,477 @@
+// The speed model: each rank's ops per step, as model/transformer.cpp, blocks/attention.cpp, mla.cpp, ffn.cpp
+// and runtime/executor.cpp issue them, timed by the profile; the busiest rank of the slowest stage decides.
+#include "planner/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/check.h"
+#include "planner/perf.h"
+
+namespace sy {
+
+namespace {
+
+enum Ph : uint8_t { attention, router, experts, combine, dense, norms, communication, sampling, other };
+
+// Mirrors of the engine's choices (kept equal by hand; each names where it comes from).
+constexpr int64_t kStackedQkvMaxTokens = 256;  // blocks/attention.cpp: q, k, v in one product up to this many rows
+
+double d(int64_t v) { return static_cast<double>(v); }
+
+// The work of each op the profile times, by its dims (the bytes each must move, the FLOPs it must do).
+// wb: bytes per weight element; kvb: per cached value; activations are fp32 in the Backend API.
+struct Works {
+  double wb = 2;
+  double kvb = 2;
+
+  OpWork linear(const DimView& v, double w_bytes) const {
+    const double m = v["m"], n = v["n"], k = v["k"];
+    return {.bytes = n * k * w_bytes + 4 * (m * k + m * n), .flops = 2 * m * n * k};
+  }
+  OpWork moe(const DimView& v) const {
+    const double t = v["tokens"], h = v["hidden"], i = v["inter"];
+    return {.bytes = v["touched"] * 3 * h * i * wb + 8 * t * h, .flops = 6 * t * v["top_k"] * h * i};
+  }
+  OpWork paged_attention(const DimView& v) const {
+    const double s = v["seqs"], q = v["q_len"], c = v["context"], hd = v["head_dim"];
+    const double pairs = q * c - q * (q - 1) / 2;  // causal: query i sees c - q + i + 1 keys
+    return {.bytes = s * c * v["kv_heads"] * hd * 2 * kvb + 8 * s * q * v["n_heads"] * hd,
+            .flops = 4 * s * v["n_heads"] * hd * pairs};
+  }
+  OpWork mla_attention(const DimView& v) const {
+    const double s = v["seqs"], q = v["q_len"], c = v["context"], l = v["kv_lora_rank"], r = v["rope_dim"];
+    const double pairs = q * c - q * (q - 1) / 2;
+    return {.bytes = s * c * (l + r) * kvb + 8 * s * q * v["n_heads"] * (l + r),
+            .flops = 2 * s * v["n_heads"] * pairs * (2 * l + r)};
+  }
+};
+
+// One op's time, from the profile's table when it has one, else from its work at the profile's rates.
+double op_time(const MachineProfile& p, const std::string& op, const std::vector<std::string>& names,
+               const std::vector<double>& values, const std::vector<std::string>& vary, const WorkFn& work) {
+  const DimView q{&names, values.data()};
+  if (p.has_op(op)) return p.op_seconds(op, q, vary, work);
+  return p.work_seconds(work(q));
+}
+
+// The ops of one rank, accumulated per phase: kernel time (as a captured graph replays them) and eager time
+// (each op at least its launch).
+class Ops {
+ public:
+  Ops(const MachineProfile& p, const Cluster& c, double kvb) : p_(p), c_(c) {
+    w_.wb = p.weight_bytes;
+    w_.kvb = kvb;
+  }
+
+  void linear(Ph ph, int64_t m, int64_t n, int64_t k, bool f32 = false, double times = 1) {
+    if (m <= 0 || n <= 0 || k <= 0) return;
+    const double wb = f32 ? 4.0 : w_.wb;
+    add(ph, times,
+        op_time(p_, f32 ? "linear_f32" : "linear", {"m", "n", "k"}, {d(m), d(n), d(k)}, {"m"},
+                [&](const DimView& v) { return w_.linear(v, wb); }));
+  }
+  // A row-wise op over `rows` rows (dim rows_dim) of the other dims' product elements, `bytes_per` bytes moved
+  // per element.
+  // Of the other dims, only the first `sized` (all by default) count in the size of a row.
+  void rows_op(Ph ph, const std::string& op, const std::string& rows_dim, int64_t rows,
+               const std::vector<std::string>& other, const std::vector<int64_t>& other_values, double bytes_per,
+               size_t sized = 99) {
+    if (rows <= 0) return;
+    std::vector<std::string> names{rows_dim};
+    std::vector<double> values{d(rows)};
+    for (size_t i = 0; i < other.size(); ++i) {
+      names.push_back(other[i]);
+      values.push_back(d(other_values[i]));
+    }
+    add(ph, 1, op_time(p_, op, names, values, {rows_dim}, [&](const DimView& v) {
+          double e = v[rows_dim];
+          for (size_t i = 0; i < other.size() && i < sized; ++i) e *= v[other[i]];
+          return OpWork{.bytes = e * bytes_per, .flops = 0};
+        }));
+  }
+  // blocks/attention.cpp: q/k norms, rope and the K/V write in one op.
+  void qk_rope(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t head_dim) {
+    if (tokens <= 0) return;
+    add(Ph::attention, 1,
+        op_time(p_, "qk_norm_rope_kv_write", {"tokens", "n_heads", "kv_heads", "head_dim"},
+                {d(tokens), d(heads), d(kv_heads), d(head_dim)}, {"tokens"}, [&](const DimView& v) {
+                  return OpWork{.bytes = v["tokens"] * (v["n_heads"] + 2 * v["kv_heads"]) * v["head_dim"] * 8,
+                                .flops = 0};
+                }));
+  }
+  void moe(Ph ph, int64_t tokens, int64_t top_k, int64_t n_experts, int64_t hidden, int64_t inter, double touched) {
+    if (tokens <= 0 || n_experts <= 0) return;
+    add(ph, 1,
+        op_time(p_, "moe_experts", {"tokens", "top_k", "n_experts", "hidden", "inter", "touched"},
+                {d(tokens), d(top_k), d(n_experts), d(hidden), d(inter), touched}, {"tokens"},
+                [&](const DimView& v) { return w_.moe(v); }));
+  }
+  void gqa_attention(int64_t seqs, int64_t q_len, int64_t context, int64_t heads, int64_t kv_heads, int64_t head_dim) {
+    if (seqs <= 0) return;
+    add(Ph::attention, 1,
+        op_time(p_, "paged_attention", {"seqs", "q_len", "context", "n_heads", "kv_heads", "head_dim"},
+                {d(seqs), d(q_len), d(context), d(heads), d(kv_heads), d(head_dim)}, {"seqs", "context"},
+                [&](const DimView& v) { return w_.paged_attention(v); }));
+  }
+  void mla(int64_t seqs, int64_t q_len, int64_t context, int64_t heads, int64_t lora, int64_t rope) {
+    if (seqs <= 0) return;
+    add(Ph::attention, 1,
+        op_time(p_, "mla_attention", {"seqs", "q_len", "context", "n_heads", "kv_lora_rank", "rope_dim"},
+                {d(seqs), d(q_len), d(context), d(heads), d(lora), d(rope)}, {"seqs", "context"},
+                [&](const DimView& v) { return w_.mla_attention(v); }));
+  }
+  void head_linear(int64_t tokens, int64_t heads, int64_t in, int64_t out) {
+    if (tokens <= 0) return;
+    add(Ph::attention, 1,
+        op_time(p_, "head_linear", {"tokens", "heads", "in", "out"}, {d(tokens), d(heads), d(in), d(out)},
+                {"tokens"}, [&](const DimView& v) {
+                  const double t = v["tokens"], h = v["heads"], i = v["in"], o = v["out"];
+                  return OpWork{.bytes = h * i * o * w_.wb + 4 * t * h * (i + o), .flops = 2 * t * h * i * o};
+                }));
+  }
+  // A collective over a group of `ranks` consecutive-rank span `span`, `bytes` per rank.
+  void collective(const std::string& kind, int ranks, int span, double bytes) {
+    if (ranks <= 1) return;
+    double s = 0;
+    if (p_.has_collective(kind)) {
+      s = p_.collective_seconds(kind, ranks, bytes);
+    } else {
+      const Link l = link_for_group(c_, span);
+      s = kind == "all_reduce" ? all_reduce_seconds(ranks, bytes, l)
+          : kind == "send_recv" ? bytes / l.bytes_per_second + l.latency
+                                : all_to_all_seconds(ranks, bytes, l);
+    }
+    add(communication, 1, s, /*collective=*/true);
+  }
+  // A host round trip (a copy of a few bytes back, the host waiting for the device).
+  void host_wait(Ph ph) { add(ph, 1, p_.copy_to_host_s, true); }
+  void copy(Ph ph, const std::string& op, double bytes) {
+    if (bytes <= 0) return;
+    add(ph, 1, op_time(p_, op, {"bytes"}, {bytes}, {"bytes"}, [&](const DimView& v) {
+          return OpWork{.bytes = v["bytes"], .flops = 0};
+        }));
+  }
+
+  std::array<double, kCostPhaseCount> eager{};
+  double kernels = 0;  // as a captured graph replays them
+  double eager_total() const {
+    double s = 0;
+    for (double v : eager) s += v;
+    return s;
+  }
+  // Adds `times` copies of another rank-op list (identical layers timed once).
+  void absorb(const Ops& o, double times) {
+    for (size_t i = 0; i < eager.size(); ++i) eager[i] += times * o.eager[i];
+    kernels += times * o.kernels;
+  }
+
+ private:
+  void add(Ph ph, double times, double seconds, bool not_a_kernel = false) {
+    const double e = not_a_kernel ? seconds : std::max(seconds, p_.launch_s);
+    eager[ph] += times * e;
+    kernels += times * seconds;
+  }
+  const MachineProfile& p_;
+  const Cluster& c_;
+  Works w_;
+};
+
+// The step's shape on one rank of a stage.
+struct RankStep {
+  int64_t tokens = 0;  // this dp replica's tokens of the micro-batch
+  int64_t seqs = 0;
+  int64_t q_len = 1;
+  int64_t context = 0;
+  int64_t logit_rows = 0;
+  bool first_stage = true;
+  bool last_stage = true;
+  int64_t layers_begin = 0, layers_end = 0;
+};
+
+// Expected distinct experts of `n` that `pairs_tokens` tokens touch when each picks k of all E uniformly.
+double touched(double local_experts, double k, double e_all, double tokens) {
+  if (e_all <= 0) return 0;
+  return local_experts * (1.0 - std::pow(1.0 - k / e_all, tokens));
+}
+
+// The busiest of `n` ranks when `pairs` pairs land uniformly: mean plus the usual extreme-value spread.
+double busiest(double pairs, int n) {
+  if (n <= 1) return pairs;
+  const double mean = pairs / n;
+  return mean + std::sqrt(2.0 * mean * (1.0 - 1.0 / n) * std::log(static_cast<double>(n)));
+}
+
+void attention_ops(Ops& o, const ModelDesc& s, const ParallelSizes& z, const RankStep& r) {
+  const AttentionDesc& a = s.attn;
+  const int64_t T = r.tokens, H = s.hidden;
+  if (a.kind == AttentionKind::gqa) {
+    const int64_t nh = a.n_heads / z.tp, kvh = std::max<int64_t>(1, a.kv_heads / z.tp), hd = a.head_dim;
+    const int64_t qd = nh * hd, kvd = kvh * hd;
+    if (T <= kStackedQkvMaxTokens) {
+      o.linear(attention, T, qd + 2 * kvd, H);
+      if (T > 1) o.rows_op(attention, "split_columns", "rows", T, {"width"}, {qd + 2 * kvd}, 8);
+    } else {
+      o.linear(attention, T, qd, H);
+      o.linear(attention, T, kvd, H, false, 2);
+    }
+    o.qk_rope(T, nh, kvh, hd);
+    o.gqa_attention(r.seqs, r.q_len, r.context, nh, kvh, hd);
+    o.linear(attention, T, H, qd);
+    return;
+  }
+  const int64_t nh = a.n_heads / z.tp, qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+  if (a.q_lora_rank > 0) {
+    o.linear(attention, T, a.q_lora_rank, H);
+    o.rows_op(attention, "rms_norm", "rows", T, {"dim"}, {a.q_lora_rank}, 8);
+    o.linear(attention, T, nh * qk, a.q_lora_rank);
+  } else {
+    o.linear(attention, T, nh * qk, H);
+  }
+  o.linear(attention, T, a.kv_lora_rank + a.qk_rope_head_dim, H);
+  o.rows_op(attention, "rope", "tokens", T, {"n_heads", "head_dim"}, {nh, qk}, 8);
+  o.rows_op(attention, "rope", "tokens", T, {"n_heads", "head_dim"}, {1, a.kv_lora_rank + a.qk_rope_head_dim}, 8);
+  o.rows_op(attention, "mla_kv_write", "tokens", T, {"kv_lora_rank", "rope_dim"},
+            {a.kv_lora_rank, a.qk_rope_head_dim}, 8);
+  if (s.has_indexer()) {
+    // The sparse indexer (blocks/indexer.cpp): its products and a top-k over the context, by their work.
+    o.linear(attention, T, a.index_n_heads * a.index_head_dim, a.q_lora_rank);
+    o.linear(attention, T, a.index_head_dim, H);
+    o.linear(attention, T, a.index_n_heads, H);
+  }
+  o.head_linear(T, nh, a.qk_nope_head_dim, a.kv_lora_rank);
+  const int64_t ctx = s.has_indexer() ? std::min(r.context, a.index_topk) : r.context;
+  o.mla(r.seqs, r.q_len, ctx, nh, a.kv_lora_rank, a.qk_rope_head_dim);
+  o.head_linear(T, nh, a.kv_lora_rank, a.v_head_dim);
+  o.linear(attention, T, H, nh * a.v_head_dim);
+}
+
+// A SwiGLU MLP sharded over dense_tp on `rows` rows (transformer.cpp dense_block), its reduction included.
+void dense_mlp_ops(Ops& o, const ParallelSizes& z, int64_t rows, int64_t T, int64_t H, int64_t inter, bool add,
+                   bool gathered) {
+  if (rows <= 0) return;
+  const int64_t li = inter / z.dense_tp;
+  if (gathered) o.collective("all_gather", z.dense_tp, z.dense_tp, d(T * H * 4));
+  o.linear(dense, rows, 2 * li, H);
+  o.rows_op(dense, "silu_mul", "rows", rows, {"inter"}, {li}, 12);
+  o.linear(dense, rows, H, li);
+  o.collective(gathered ? "all_gather" : "all_reduce", z.dense_tp, z.dense_tp, d(T * H * 4));
+  if (add) o.rows_op(dense, "add", "n", T * H, {}, {}, 12);
+}
+
+void moe_ops(Ops& o, const ModelDesc& s, const ParallelSizes& z, const RankStep& r, bool dense_gathered) {
+  const MoeDesc& m = s.moe;
+  const int64_t T = r.tokens, H = s.hidden, K = m.top_k;
+  const int64_t local_e = m.n_experts / z.ep, li = m.inter / z.etp;
+  const bool tp_only = z.ep == 1 && z.edp == 1 && z.dp == 1 && z.dense_tp == z.tp;
+  const auto route = [&](int64_t tokens) {
+    o.linear(router, tokens, m.n_experts, H, true);
+    if (m.scoring == RouterScoring::softmax) {
+      o.rows_op(router, "softmax_topk", "tokens", tokens, {"n_experts", "top_k"}, {m.n_experts, K}, 4, 1);
+    } else {
+      o.rows_op(router, "grouped_topk", "tokens", tokens, {"n_experts", "top_k", "n_group", "topk_group"},
+                {m.n_experts, K, m.n_group, m.topk_group}, 4, 1);
+    }
+  };
+  if (tp_only) {
+    route(T);
+    o.moe(experts, T, K, m.n_experts, H, li, touched(d(m.n_experts), d(K), d(m.n_experts), d(T)));
+    if (m.shared_inter > 0) dense_mlp_ops(o, z, T, T, H, m.shared_inter, true, false);
+    o.collective("all_reduce", z.tp, z.tp, d(T * H * 4));
+    return;
+  }
+  // transformer.cpp moe_forward_parallel: route this rank's share of its tp group's tokens, plan on the host,
+  // dispatch, the local experts, return, combine, then the tp group's shares gathered.
+  const int64_t own = (T + z.tp - 1) / z.tp;
+  route(own);
+  o.host_wait(router);
+  const double replica_tokens = d(T) * z.dp / z.edp;  // tokens one edp replica's experts serve
+  const double pairs = busiest(replica_tokens * d(K), z.ep);  // each etp rank of an ep rank gets them all
+  const double n_send = d(own * K * z.etp);
+  const int stage = z.stage_size();
+  o.collective("all_to_all_v", stage, stage, 8.0);  // the counts
+  o.collective("all_to_all_v", stage, stage, n_send * 4);
+  o.collective("all_to_all_v", stage, stage, n_send * d(H) * 4);
+  o.rows_op(combine, "gather_rows", "rows", static_cast<int64_t>(n_send), {"dim"}, {H}, 8);
+  o.moe(experts, static_cast<int64_t>(std::ceil(pairs)), 1, local_e, H, li,
+        touched(d(local_e), d(K), d(m.n_experts), replica_tokens));
+  o.collective("all_to_all_v", stage, stage, n_send * d(H) * 4);
+  o.rows_op(combine, "scatter_add_rows", "rows", static_cast<int64_t>(n_send), {"dim"}, {H}, 12);
+  if (z.tp > 1) o.collective("all_gather", z.tp, z.tp, d(own * H * 4));
+  if (m.shared_inter > 0) {
+    const int64_t rows = dense_gathered ? T * z.dense_tp : T;
+    dense_mlp_ops(o, z, rows, T, H, m.shared_inter, true, dense_gathered);
+  }
+}
+
+// One micro-batch through this rank's stage (transformer.cpp forward / run_layers / head).
+Ops stage_ops(const CostInputs& in, const RankStep& r) {
+  const ModelDesc& s = *in.shape;
+  const ParallelSizes& z = in.sizes;
+  Ops o(*in.profile, *in.cluster, d(in.kv_bytes));
+  const int64_t T = r.tokens, H = s.hidden;
+  // dense_tp spanning dp replicas gathers every member's rows (transformer.cpp dense_rows).
+  const bool gathered = z.dense_tp > z.tp;
+  if (r.first_stage) {
+    o.rows_op(other, "embedding", "tokens", T, {"dim"}, {H}, 4 + in.profile->weight_bytes);
+    o.collective("all_reduce", z.dense_tp, z.dense_tp, d(T * H * 4));
+  }
+  o.rows_op(norms, "rms_norm", "rows", T, {"dim"}, {H}, 8);
+  // Every layer of a kind costs the same: each kind timed once.
+  for (const FfnKind kind : {FfnKind::moe, FfnKind::dense}) {
+    int64_t n = 0;
+    for (int64_t l = r.layers_begin; l < r.layers_end; ++l) n += s.layer_ffn[static_cast<size_t>(l)] == kind ? 1 : 0;
+    if (n == 0) continue;
+    Ops layer(*in.profile, *in.cluster, d(in.kv_bytes));
+    attention_ops(layer, s, z, r);
+    layer.collective("all_reduce", z.tp, z.tp, d(T * H * 4));
+    layer.rows_op(norms, "add_rms_norm", "rows", T, {"dim"}, {H}, 16);
+    if (kind == FfnKind::moe) {
+      moe_ops(layer, s, z, r, gathered);
+    } else {
+      dense_mlp_ops(layer, z, gathered ? T * z.dense_tp : T, T, H, s.dense_inter, false, gathered);
+    }
+    layer.rows_op(norms, "add_rms_norm", "rows", T, {"dim"}, {H}, 16);
+    o.absorb(layer, d(n));
+  }
+  if (r.last_stage && r.logit_rows > 0) {
+    const int64_t R = r.logit_rows, V = (s.vocab + z.dense_tp - 1) / z.dense_tp;
+    o.rows_op(dense, "gather_rows", "rows", R, {"dim"}, {H}, 8);
+    o.linear(dense, gathered ? R * z.dense_tp : R, V, H);
+    if (z.dense_tp > 1) {
+      o.collective("all_gather", z.dense_tp, z.dense_tp, d(R * V * 4));
+      o.copy(other, "copy_to_host", d(R * V * z.dense_tp * 4));
+    }
+  }
+  return o;
+}
+
+// The stage boundary of pipeline stages (executor.cpp run_stage): the residual and the normed rows.
+double pp_send_seconds(const CostInputs& in, int64_t tokens) {
+  Ops o(*in.profile, *in.cluster, d(in.kv_bytes));
+  o.collective("send_recv", 2, in.sizes.stage_size() + 1, d(tokens * in.shape->hidden * 4 * 2));
+  return o.eager[communication];
+}
+
+struct StageTimes {
+  Ops worst;
+  double seconds = 0;
+};
+
+// The step: each micro-batch through every stage, the pipeline filled and drained (executor.cpp
+// forward_parallel); one rank: the whole step as one pass.
+StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64_t context, bool decode) {
+  SY_CHECK(in.shape && in.cluster && in.profile, "predict needs a model, a cluster and a profile");
+  const ParallelSizes& z = in.sizes;
+  StepPrediction out;
+  out.batch = batch;
+  out.context = context;
+  const int64_t M = z.pp > 1 ? std::min<int64_t>(z.pp, batch) : 1;
+  const int64_t seqs_micro = (batch + M - 1) / M;
+  const int64_t seqs_dp = (seqs_micro + z.dp - 1) / z.dp;
+  const bool one_rank = z.world_size() == 1;
+  double worst = 0;
+  std::array<double, kCostPhaseCount> worst_phases{};
+  double worst_kernels = 0;
+  int64_t first = 0;
+  for (size_t st = 0; st < in.stage_layers.size(); ++st) {
+    RankStep r{.tokens = seqs_dp * q_len,
+               .seqs = seqs_dp,
+               .q_len = q_len,
+               .context = context,
+               .logit_rows = seqs_dp,
+               .first_stage = st == 0,
+               .last_stage = st + 1 == in.stage_layers.size(),
+               .layers_begin = first,
+               .layers_end = first + in.stage_layers[st]};
+    first = r.layers_end;
+    Ops o = stage_ops(in, r);
+    if (z.pp > 1) {
+      const double send = pp_send_seconds(in, r.tokens);
+      if (!r.first_stage) o.eager[communication] += send;
+      if (!r.last_stage) o.eager[communication] += send;
+    }
+    if (o.eager_total() > worst) {
+      worst = o.eager_total();
+      worst_phases = o.eager;
+      worst_kernels = o.kernels;
+    }
+  }
+  const MachineProfile& p = *in.profile;
+  const double fill = static_cast<double>(M + z.pp - 1);
+  // Per step on the host and the copies around it (runtime/executor.cpp upload, engine sampling): the inputs
+  // uploaded, the sampled ids copied back, one wait for the device.
+  const double step_fixed = 4 * p.launch_s + p.copy_to_host_s + p.sync_s;
+  Ops tail(p, *in.cluster, d(in.kv_bytes));
+  const int64_t V = in.shape->vocab;
+  if (one_rank) {
+    tail.rows_op(sampling, "sample_tokens", "rows", batch, {"vocab"}, {V}, 4);
+  } else {
+    // Several ranks: the logits to the host, across dp and to every stage, sampled on the host.
+    tail.copy(other, "copy_to_host", d(seqs_dp * V * 4));
+    if (z.dp > 1) tail.collective("all_gather", z.dp, z.stage_size(), d(seqs_dp * V * 4));
+    if (z.pp > 1) tail.collective("all_reduce", z.pp, z.world_size(), d(batch * V * 4) / 2);
+    tail.rows_op(sampling, "sample_tokens", "rows", batch, {"vocab"}, {V}, 4);
+  }
+  for (int i = 0; i < kCostPhaseCount; ++i) {
+    out.phase_seconds[static_cast<size_t>(i)] = worst_phases[static_cast<size_t>(i)] * fill + tail.eager[i];
+  }
+  out.phase_seconds[other] += step_fixed;
+  out.eager_seconds = 0;
+  for (double v : out.phase_seconds) out.eager_seconds += v;
+  out.graph = decode && one_rank && p.device == "cuda";
+  out.seconds = out.graph ? worst_kernels + tail.kernels + p.graph_launch_s + step_fixed : out.eager_seconds;
+  return out;
+}
+
+}  // namespace
+
+StepPrediction predict_decode(const CostInputs& in, int64_t batch, int64_t context) {
+  StepPrediction p = predict(in, batch, 1, context, true);
+  p.tokens_per_second = p.seconds > 0 ? d(batch) / p.seconds : 0;
+  return p;
+}
+
+StepPrediction predict_prefill(const CostInputs& in, int64_t batch, int64_t len) {
+  // Chunks of whole prompts where they fit (bench latency's prefill), else one prompt in pieces.
+  const int64_t per_chunk = std::max<int64_t>(1, in.max_batch_tokens / std::max<int64_t>(len, 1));
+  StepPrediction total;
+  total.batch = batch;
+  total.context = len;
+  if (len <= in.max_batch_tokens) {
+    for (int64_t done = 0; done < batch; done += per_chunk) {
+      const StepPrediction c = predict(in, std::min(per_chunk, batch - done), len, len, false);
+      total.seconds += c.seconds;
+      total.eager_seconds += c.eager_seconds;
+      for (size_t i = 0; i < c.phase_seconds.size(); ++i) total.phase_seconds[i] += c.phase_seconds[i];
+    }
+  } else {
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t at = 0; at < len; at += in.max_batch_tokens) {
+        const int64_t n = std::min(in.max_batch_tokens, len - at);
+        const StepPrediction c = predict(in, 1, n, at + n, false);
+        total.seconds += c.seconds;
+        total.eager_seconds += c.eager_seconds;
+        for (size_t i = 0; i < c.phase_seconds.size(); ++i) total.phase_seconds[i] += c.phase_seconds[i];
+      }
+    }
+  }
+  total.tokens_per_second = total.seconds > 0 ? d(batch * len) / total.seconds : 0;
+  return total;
+}
+
+MachineProfile preset_profile(const Machine& m) {
+  MachineProfile p;
+  p.source = "preset " + m.name + " (default efficiencies: no profile given)";
+  p.device = "cuda";
+  p.name = m.gpu;
+  p.copy_bytes_per_s = m.hbm_tbps * 1e12 * 0.8;
+  p.matrix_flops_per_s = std::max(1.0, m.bf16_tflops) * 1e12 * 0.6;
+  p.launch_s = 4e-6;
+  p.sync_s = 10e-6;
+  p.graph_launch_s = 10e-6;
+  p.copy_to_host_s = 10e-6;
+  return p;
+}
+
+}  // namespace sy

@@ -1,0 +1,54 @@
+// The planner's speed model: the time of a decode step and of a prefill for a layout, predicted from the ops
+// each rank runs (the same ops, in the same order and phases, as model/ and runtime/ issue them) timed by a
+// machine profile (bench calibrate), with the collectives each rank waits on and the pipeline's micro-batches.
+// Without a profile the ops are timed by their bytes and FLOPs at default efficiencies of the machine preset
+// (said so in plan's output).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "arch/model_desc.h"
+#include "parallel/machine.h"
+#include "parallel/mapping.h"
+#include "planner/profile.h"
+
+namespace sy {
+
+// bench latency's phases, in its order.
+inline constexpr int kCostPhaseCount = 9;
+inline constexpr std::array<const char*, kCostPhaseCount> kCostPhaseNames = {
+    "attention", "router", "experts", "combine", "dense", "norms", "communication", "sampling", "other"};
+
+struct StepPrediction {
+  int64_t batch = 0;    // sequences (over every dp replica)
+  int64_t context = 0;  // tokens in each sequence's cache (decode), prompt tokens (prefill)
+  double seconds = 0;   // decode: one step as the engine runs it (a replayed graph on one GPU); prefill: all of it
+  double eager_seconds = 0;                            // the same work issued op by op (the phase breakdown's)
+  std::array<double, kCostPhaseCount> phase_seconds{};  // eager, per phase, of the busiest rank
+  double tokens_per_second = 0;                        // decode: batch / seconds; prefill: prompt tokens / seconds
+  bool graph = false;                                  // decode replayed as a captured graph
+};
+
+struct CostInputs {
+  const ModelDesc* shape = nullptr;
+  ParallelSizes sizes;
+  std::vector<int64_t> stage_layers;  // decoder layers per pipeline stage
+  const Cluster* cluster = nullptr;
+  const MachineProfile* profile = nullptr;
+  int64_t kv_bytes = 2;  // per cached value
+  int64_t max_batch_tokens = 8192;
+};
+
+// One decode step of `batch` sequences whose caches hold `context` tokens.
+StepPrediction predict_decode(const CostInputs& in, int64_t batch, int64_t context);
+// The prefill of `batch` prompts of `len` tokens, in chunks of at most max_batch_tokens tokens.
+StepPrediction predict_prefill(const CostInputs& in, int64_t batch, int64_t len);
+
+// A profile of default efficiencies from a machine preset: copies at 80% of the memory bandwidth, products at
+// 60% of the bf16 rate, 4 µs to launch an op, 10 µs to launch a graph; no op tables (every op by its work).
+MachineProfile preset_profile(const Machine& machine);
+
+}  // namespace sy

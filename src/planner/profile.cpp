@@ -1,0 +1,273 @@
+// Reading a machine profile and looking up op and collective times in it.
+#include "planner/profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <fmt/ranges.h>
+
+#include "base/check.h"
+#include "base/input.h"
+
+namespace sy {
+
+namespace {
+
+using nlohmann::json;
+
+// Dims that are outcomes of a measurement rather than inputs (the distinct experts a random routing touched):
+// never matched against the query, only counted in the work.
+bool outcome_dim(const std::string& d) { return d == "touched"; }
+
+double lg(double v) { return std::log(std::max(v, 1e-30)); }
+
+// The fixed part of an op's time in the work model: what even an empty call costs.
+double fixed_seconds(const std::string& device) { return device == "cuda" ? 2e-6 : 0.5e-6; }
+
+const json& need(const json& j, const char* key, const std::string& where) {
+  auto it = j.find(key);
+  SY_CHECK(it != j.end(), "{} has no key '{}' (profiles are written by `switchyard bench calibrate`)", where, key);
+  return *it;
+}
+
+double number(const json& j, const char* key, const std::string& where, bool positive) {
+  const json& v = need(j, key, where);
+  SY_CHECK(v.is_number(), "{}.{} must be a number, not {}", where, key, cut_for_message(v.dump(), 60));
+  const double d = v.get<double>();
+  SY_CHECK(std::isfinite(d) && (positive ? d > 0 : d >= 0), "{}.{} is {}; it must be finite and {}", where, key, d,
+           positive ? "positive" : "at least 0");
+  return d;
+}
+
+std::string text(const json& j, const char* key, const std::string& where) {
+  const json& v = need(j, key, where);
+  SY_CHECK(v.is_string(), "{}.{} must be a string, not {}", where, key, cut_for_message(v.dump(), 60));
+  return v.get<std::string>();
+}
+
+std::map<std::string, OpTable> tables(const json& j, const std::string& where) {
+  SY_CHECK(j.is_object(), "{} must be an object of tables {{\"dims\": [...], \"points\": [[...], ...]}}", where);
+  std::map<std::string, OpTable> out;
+  for (const auto& [name, tj] : j.items()) {
+    const std::string w = where + "." + name;
+    SY_CHECK(tj.is_object(), "{} must be an object with 'dims' and 'points'", w);
+    OpTable t;
+    const json& dims = need(tj, "dims", w);
+    SY_CHECK(dims.is_array() && !dims.empty(), "{}.dims must be a non-empty array of names", w);
+    for (const json& d : dims) {
+      SY_CHECK(d.is_string(), "{}.dims holds {}, not a name", w, cut_for_message(d.dump(), 40));
+      t.dims.push_back(d.get<std::string>());
+    }
+    const json& pts = need(tj, "points", w);
+    SY_CHECK(pts.is_array() && !pts.empty(), "{}.points must be a non-empty array of points", w);
+    for (size_t i = 0; i < pts.size(); ++i) {
+      const json& p = pts[i];
+      SY_CHECK(p.is_array() && p.size() == t.dims.size() + 1,
+               "{}.points[{}] must hold {} numbers (the dims {}, then microseconds), not {}", w, i,
+               t.dims.size() + 1, fmt::join(t.dims, ", "), cut_for_message(p.dump(), 80));
+      std::vector<double> row;
+      for (size_t k = 0; k < p.size(); ++k) {
+        SY_CHECK(p[k].is_number(), "{}.points[{}][{}] is {}, not a number", w, i, k, cut_for_message(p[k].dump(), 40));
+        const double v = p[k].get<double>();
+        const bool time = k + 1 == p.size();
+        SY_CHECK(std::isfinite(v) && (time ? v > 0 : v >= 0), "{}.points[{}][{}] is {}; {} must be finite and {}", w,
+                 i, k, v, time ? "a time" : "a dim", time ? "positive" : "at least 0");
+        row.push_back(v);
+      }
+      t.points.push_back(std::move(row));
+    }
+    out[name] = std::move(t);
+  }
+  return out;
+}
+
+// Interpolates log(value) against log(x) over sorted (x, log value) pairs; constant beyond the ends.
+double interp_log(const std::vector<std::pair<double, double>>& xs, double x) {
+  if (xs.size() == 1 || x <= xs.front().first) return xs.front().second;
+  if (x >= xs.back().first) return xs.back().second;
+  const auto hi = std::lower_bound(xs.begin(), xs.end(), x, [](const auto& p, double v) { return p.first < v; });
+  const auto lo = hi - 1;
+  const double f = (lg(x) - lg(lo->first)) / (lg(hi->first) - lg(lo->first));
+  return lo->second + f * (hi->second - lo->second);
+}
+
+// Sorted (x, mean log value) over the rows, one entry per distinct x.
+std::vector<std::pair<double, double>> series(const std::vector<std::pair<double, double>>& rows) {
+  std::map<double, std::pair<double, int>> acc;
+  for (const auto& [x, v] : rows) {
+    acc[x].first += v;
+    ++acc[x].second;
+  }
+  std::vector<std::pair<double, double>> out;
+  for (const auto& [x, s] : acc) out.emplace_back(x, s.first / s.second);
+  return out;
+}
+
+}  // namespace
+
+int OpTable::dim(const std::string& name) const {
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+double MachineProfile::work_seconds(const OpWork& w) const {
+  return fixed_seconds(device) + std::max(w.bytes / copy_bytes_per_s, w.flops / matrix_flops_per_s);
+}
+
+double DimView::operator[](std::string_view name) const {
+  for (size_t i = 0; i < names->size(); ++i) {
+    if ((*names)[i] == name) return values[i];
+  }
+  SY_FAIL("an op point with dims {} has no dim '{}'", fmt::join(*names, ", "), name);
+}
+
+double MachineProfile::op_seconds(const std::string& op, const DimView& query, const std::vector<std::string>& vary,
+                                  const WorkFn& work) const {
+  auto it = ops.find(op);
+  SY_CHECK(it != ops.end(), "the profile {} has no timings of op '{}'; calibrate again with this build", source, op);
+  const OpTable& t = it->second;
+  const size_t n = t.dims.size();
+  std::vector<double> q(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& qn = *query.names;
+    const auto f = std::find(qn.begin(), qn.end(), t.dims[i]);
+    SY_CHECK(f != qn.end(), "the profile {} times op '{}' by '{}', which the cost model does not give ({})", source,
+             op, t.dims[i], fmt::join(qn, ", "));
+    q[i] = query.values[f - qn.begin()];
+  }
+  std::vector<int> vi;
+  for (const std::string& v : vary) {
+    const int i = t.dim(v);
+    SY_CHECK(i >= 0, "the profile {} times op '{}' by {}, without '{}'", source, op, fmt::join(t.dims, ", "), v);
+    vi.push_back(i);
+  }
+  const auto is_shape = [&](size_t d) {
+    return std::find(vi.begin(), vi.end(), static_cast<int>(d)) == vi.end() && !outcome_dim(t.dims[d]);
+  };
+  // The measured shape nearest to the query in the non-varying dims.
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<double> shape;
+  for (const auto& p : t.points) {
+    double dist = 0;
+    for (size_t d = 0; d < n; ++d) {
+      if (is_shape(d)) dist += std::abs(lg(p[d] + 1) - lg(q[d] + 1));
+    }
+    if (dist < best) {
+      best = dist;
+      shape = p;
+    }
+  }
+  const auto same_shape = [&](const std::vector<double>& p) {
+    for (size_t d = 0; d < n; ++d) {
+      if (is_shape(d) && p[d] != shape[d]) return false;
+    }
+    return true;
+  };
+  // Each point of that shape as log(measured time / predicted work), over the varying dims.
+  const auto ratio = [&](const std::vector<double>& p) {
+    return lg(p.back() * 1e-6 / work_seconds(work(DimView{&t.dims, p.data()})));
+  };
+  double log_r = 0;
+  if (vi.size() == 1) {
+    std::vector<std::pair<double, double>> rows;
+    for (const auto& p : t.points) {
+      if (same_shape(p)) rows.emplace_back(p[static_cast<size_t>(vi[0])], ratio(p));
+    }
+    log_r = interp_log(series(rows), q[static_cast<size_t>(vi[0])]);
+  } else {
+    SY_CHECK(vi.size() == 2, "op_seconds interpolates over one or two dims, not {}", vi.size());
+    const auto a = static_cast<size_t>(vi[0]), b = static_cast<size_t>(vi[1]);
+    // Interpolate over a within each measured value of b, then over b.
+    std::map<double, std::vector<std::pair<double, double>>> by_b;
+    for (const auto& p : t.points) {
+      if (same_shape(p)) by_b[p[b]].emplace_back(p[a], ratio(p));
+    }
+    std::vector<std::pair<double, double>> over_b;
+    for (const auto& [bv, rows] : by_b) over_b.emplace_back(bv, interp_log(series(rows), q[a]));
+    log_r = interp_log(over_b, q[b]);
+  }
+  return std::exp(log_r) * work_seconds(work(DimView{&t.dims, q.data()}));
+}
+
+double MachineProfile::collective_seconds(const std::string& kind, int ranks, double bytes) const {
+  if (ranks <= 1) return 0;
+  auto it = collectives.find(kind);
+  SY_CHECK(it != collectives.end(), "the profile {} has no '{}' timings", source, kind);
+  const OpTable& t = it->second;
+  const int ri = t.dim("ranks"), bi = t.dim("bytes");
+  SY_CHECK(ri >= 0 && bi >= 0, "{}: collectives.{} must have dims ranks and bytes", source, kind);
+  double nearest = 0, best = std::numeric_limits<double>::infinity();
+  for (const auto& p : t.points) {
+    const double d = std::abs(lg(p[static_cast<size_t>(ri)]) - lg(ranks));
+    if (d < best) {
+      best = d;
+      nearest = p[static_cast<size_t>(ri)];
+    }
+  }
+  std::vector<std::pair<double, double>> rows;
+  for (const auto& p : t.points) {
+    if (p[static_cast<size_t>(ri)] == nearest) rows.emplace_back(p[static_cast<size_t>(bi)], lg(p.back()));
+  }
+  const auto s = series(rows);
+  const double b = std::max(bytes, 1.0);
+  double us = std::exp(interp_log(s, b));
+  if (b > s.back().first) us = std::exp(s.back().second) * b / s.back().first;  // bandwidth-bound beyond
+  return us * 1e-6;
+}
+
+MachineProfile parse_profile(const std::string& text_in, const std::string& src) {
+  check_json_depth(text_in, src);
+  json j;
+  try {
+    j = json::parse(text_in);
+  } catch (const json::exception& e) {
+    SY_FAIL("{} is not valid JSON: {}", src, cut_for_message(e.what(), 200));
+  }
+  SY_CHECK(j.is_object(), "{} must hold one JSON object (a profile from `switchyard bench calibrate`)", src);
+  const std::string format = text(j, "format", src);
+  SY_CHECK(format == "switchyard-profile", "{}: format is '{}', not 'switchyard-profile'", src,
+           cut_for_message(format, 40));
+  const double version = number(j, "version", src, true);
+  SY_CHECK(version == 1, "{}: profile version {} is not 1, the one this build reads; calibrate again", src, version);
+  MachineProfile p;
+  p.source = src;
+  const json& m = need(j, "machine", src);
+  const std::string mw = src + ": machine";
+  p.device = text(m, "device", mw);
+  SY_CHECK(p.device == "cuda" || p.device == "cpu", "{}.device is '{}'; it must be cuda or cpu", mw,
+           cut_for_message(p.device, 40));
+  p.name = text(m, "name", mw);
+  p.ranks = static_cast<int>(number(m, "ranks", mw, true));
+  p.transport = text(m, "transport", mw);
+  if (m.contains("cpu_threads")) p.cpu_threads = static_cast<int>(number(m, "cpu_threads", mw, false));
+  p.weight_bytes = p.device == "cuda" ? 2 : 4;
+  if (m.contains("weight_dtype")) {
+    const std::string wd = text(m, "weight_dtype", mw);
+    SY_CHECK(wd == "bf16" || wd == "f32", "{}.weight_dtype is '{}'; it must be bf16 or f32", mw, cut_for_message(wd, 20));
+    p.weight_bytes = wd == "bf16" ? 2 : 4;
+  }
+  const json& r = need(j, "rates", src);
+  const std::string rw = src + ": rates";
+  p.copy_bytes_per_s = number(r, "copy_gb_s", rw, true) * 1e9;
+  p.matrix_flops_per_s = number(r, "matrix_tflop_s", rw, true) * 1e12;
+  const json& s = need(j, "step", src);
+  const std::string sw = src + ": step";
+  p.launch_s = number(s, "launch_us", sw, false) * 1e-6;
+  p.sync_s = number(s, "sync_us", sw, false) * 1e-6;
+  p.graph_launch_s = number(s, "graph_launch_us", sw, false) * 1e-6;
+  p.copy_to_host_s = number(s, "copy_to_host_us", sw, false) * 1e-6;
+  p.ops = tables(need(j, "ops", src), src + ": ops");
+  if (j.contains("collectives") && !j["collectives"].empty()) {
+    p.collectives = tables(j["collectives"], src + ": collectives");
+  }
+  return p;
+}
+
+MachineProfile load_profile(const std::filesystem::path& path) {
+  return parse_profile(read_regular_file(path, kMaxJsonFileBytes, "profile"), path.string());
+}
+
+}  // namespace sy

@@ -1,0 +1,77 @@
+// A measured machine profile (`switchyard bench calibrate --out PROFILE.json`, read by `plan --profile`): the
+// engine's own ops timed as a function of their shapes, the per-step fixed costs, the copy and matrix rates and
+// the collectives by group size and bytes. The format is described in docs/calibration.md; this reader
+// checks every key it uses and names the file and key of anything malformed.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sy {
+
+// One op's measured points: each row holds a value for every dim, then the time in microseconds per call.
+struct OpTable {
+  std::vector<std::string> dims;
+  std::vector<std::vector<double>> points;
+  int dim(const std::string& name) const;  // index of `name`, or -1
+};
+
+// A point's dims by name: `names` and `values` side by side (a table row, or a query).
+struct DimView {
+  const std::vector<std::string>* names = nullptr;
+  const double* values = nullptr;
+  double operator[](std::string_view name) const;  // sy::Error when the point has no such dim
+};
+
+// The analytic work of an op at a point: the bytes it must move and the FLOPs it must do. Lookups scale
+// measured times by the ratio of these between a measured point and the query.
+struct OpWork {
+  double bytes = 0;
+  double flops = 0;
+};
+using WorkFn = std::function<OpWork(const DimView& dims)>;
+
+struct MachineProfile {
+  std::string source;  // the file
+  std::string device;  // "cuda" or "cpu"
+  std::string name;    // GPU or CPU model
+  int ranks = 1;       // ranks the profile was measured with (CPU ops: each rank's share of the cores)
+  int cpu_threads = 0;
+  std::string transport;
+  double copy_bytes_per_s = 0;
+  double matrix_flops_per_s = 0;
+  double launch_s = 0;        // host time to issue one op eagerly
+  double sync_s = 0;          // a synchronise with nothing queued
+  double graph_launch_s = 0;  // launching one captured graph, beyond its ops
+  double copy_to_host_s = 0;  // a 4-byte device-to-host copy
+  double weight_bytes = 2;    // per element of the weight dtype the ops were timed with
+  std::map<std::string, OpTable> ops;
+  std::map<std::string, OpTable> collectives;  // dims: ranks, bytes
+
+  bool has_op(const std::string& op) const { return ops.count(op) > 0; }
+  // Seconds per call of `op` at `query` (a value for every dim of its table, by name). Interpolates log-log
+  // over the `vary` dims (one or two, e.g. the rows of a product) among the measured points of the shape
+  // nearest to the query in the other dims, each point's time taken relative to its work (so that a shape
+  // between or beyond the measured ones scales by its bytes and FLOPs), then multiplies by the query's work.
+  // sy::Error when the op is missing or a dim of its table is not in the query.
+  double op_seconds(const std::string& op, const DimView& query, const std::vector<std::string>& vary,
+                    const WorkFn& work) const;
+  // Seconds of a collective `kind` over `ranks` ranks moving `bytes` per rank; 0 for one rank. Falls back to
+  // the nearest measured group size; beyond the measured bytes, latency plus bytes at the largest measured rate.
+  double collective_seconds(const std::string& kind, int ranks, double bytes) const;
+  bool has_collective(const std::string& kind) const { return collectives.count(kind) > 0; }
+  // The time of a call as the analytic work predicts it: a fixed cost plus the larger of bytes over the
+  // copy rate and FLOPs over the matrix rate.
+  double work_seconds(const OpWork& w) const;
+};
+
+// Reads a profile; sy::Error naming the file and key when malformed (wrong format or version, a missing
+// key, a point of the wrong length, a time not finite and positive).
+MachineProfile load_profile(const std::filesystem::path& path);
+MachineProfile parse_profile(const std::string& text, const std::string& source);
+
+}  // namespace sy
