@@ -1,0 +1,206 @@
+// The speed model's machinery against mathematics: profiles are read strictly, a lookup interpolates log-log
+// between measured points and scales by work exactly as documented, collectives extrapolate by bandwidth, and
+// the cost model's predictions follow the bytes of the layout (tensor parallelism halves the attention weights
+// a rank reads; more sequences touch the experts the uniform-routing formula says).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/check.h"
+#include "planner/planner.h"
+#include "planner/profile.h"
+#include "planner_test_util.h"
+
+namespace sy {
+namespace {
+
+using nlohmann::json;
+
+// A cuda profile with copies at 1e12 B/s and products at 1e15 FLOP/s; `ops` and `collectives` as given.
+json profile_json(const json& ops, const json& collectives = json::object()) {
+  return {{"format", "switchyard-profile"},
+          {"version", 1},
+          {"machine", {{"device", "cuda"}, {"name", "test GPU"}, {"ranks", 1}, {"transport", "none"}}},
+          {"rates", {{"copy_gb_s", 1000.0}, {"matrix_tflop_s", 1000.0}}},
+          {"step", {{"launch_us", 3.0}, {"sync_us", 5.0}, {"graph_launch_us", 7.0}, {"copy_to_host_us", 9.0}}},
+          {"ops", ops},
+          {"collectives", collectives}};
+}
+
+// The documented work model of `linear` at (m, n, k) with bf16 weights, in seconds: 2 µs plus the larger of the
+// bytes (weights 2 bytes, fp32 activations in and out) at 1e12 B/s and 2mnk FLOPs at 1e15/s.
+double linear_work(double m, double n, double k) {
+  const double bytes = 2 * n * k + 4 * (m * k + m * n);
+  return 2e-6 + std::max(bytes / 1e12, 2 * m * n * k / 1e15);
+}
+
+OpWork linear_fn(const DimView& v) {
+  const double m = v["m"], n = v["n"], k = v["k"];
+  return {.bytes = 2 * n * k + 4 * (m * k + m * n), .flops = 2 * m * n * k};
+}
+
+double lookup(const MachineProfile& p, double m, double n, double k) {
+  const std::vector<std::string> names{"m", "n", "k"};
+  const std::vector<double> values{m, n, k};
+  return p.op_seconds("linear", DimView{&names, values.data()}, {"m"}, linear_fn);
+}
+
+TEST(Profile, ReadsEveryFigureInItsUnit) {
+  const json ops = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", {{1, 1024, 1024, 10.0}}}}}};
+  const MachineProfile p = parse_profile(profile_json(ops).dump(), "p.json");
+  EXPECT_EQ(p.device, "cuda");
+  EXPECT_EQ(p.ranks, 1);
+  EXPECT_DOUBLE_EQ(p.copy_bytes_per_s, 1e12);
+  EXPECT_DOUBLE_EQ(p.matrix_flops_per_s, 1e15);
+  EXPECT_DOUBLE_EQ(p.launch_s, 3e-6);
+  EXPECT_DOUBLE_EQ(p.graph_launch_s, 7e-6);
+  EXPECT_DOUBLE_EQ(p.copy_to_host_s, 9e-6);
+  EXPECT_DOUBLE_EQ(p.weight_bytes, 2);
+  ASSERT_TRUE(p.has_op("linear"));
+  EXPECT_EQ(p.ops.at("linear").points.size(), 1u);
+}
+
+void expect_refused(const json& j, const std::string& needle) {
+  try {
+    parse_profile(j.dump(), "bad.json");
+    ADD_FAILURE() << "accepted a profile that should say: " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bad.json"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Profile, RefusesMalformedFilesNamingTheKey) {
+  const json ops = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", {{1, 1024, 1024, 10.0}}}}}};
+  json j = profile_json(ops);
+  j["format"] = "something-else";
+  expect_refused(j, "format");
+  j = profile_json(ops);
+  j["version"] = 2;
+  expect_refused(j, "version 2");
+  j = profile_json(ops);
+  j.erase("rates");
+  expect_refused(j, "rates");
+  j = profile_json(ops);
+  j["ops"]["linear"]["points"] = {{1, 1024, 10.0}};
+  expect_refused(j, "ops.linear.points[0]");
+  j = profile_json(ops);
+  j["ops"]["linear"]["points"] = {{1, 1024, 1024, -1.0}};
+  expect_refused(j, "positive");
+  j = profile_json(ops);
+  j["machine"]["device"] = "tpu";
+  expect_refused(j, "cuda or cpu");
+  try {
+    parse_profile("{not json", "broken.json");
+    ADD_FAILURE() << "accepted broken JSON";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.json is not valid JSON"), std::string::npos) << e.what();
+  }
+}
+
+// Points that equal c times the work model give c times the work model anywhere: the lookup only carries the
+// measured-over-work ratio.
+TEST(Profile, LookupScalesByWorkBetweenAndBeyondPoints) {
+  json pts = json::array();
+  for (double m : {1.0, 16.0, 256.0}) pts.push_back({m, 2048, 2048, 1.5 * linear_work(m, 2048, 2048) * 1e6});
+  const MachineProfile p = parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(),
+                                         "p.json");
+  for (double m : {1.0, 3.0, 16.0, 100.0, 4096.0}) {
+    for (double nk : {512.0, 2048.0, 8192.0}) {
+      EXPECT_NEAR(lookup(p, m, nk, nk), 1.5 * linear_work(m, nk, nk), 1e-9 * linear_work(m, nk, nk));
+    }
+  }
+}
+
+// The ratio interpolates linearly in log(m) between two points: 1× at m = 1, 4× at m = 16 give 2× at m = 4.
+TEST(Profile, LookupInterpolatesLogLog) {
+  const json pts = {{1, 4096, 4096, 1.0 * linear_work(1, 4096, 4096) * 1e6},
+                    {16, 4096, 4096, 4.0 * linear_work(16, 4096, 4096) * 1e6}};
+  const MachineProfile p = parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(),
+                                         "p.json");
+  EXPECT_NEAR(lookup(p, 4, 4096, 4096), 2.0 * linear_work(4, 4096, 4096), 1e-12);
+  EXPECT_NEAR(lookup(p, 64, 4096, 4096), 4.0 * linear_work(64, 4096, 4096), 1e-12);  // constant ratio beyond
+}
+
+// The nearest measured shape in the other dims gives the ratio.
+TEST(Profile, LookupTakesTheNearestShape) {
+  const json pts = {{1, 1024, 1024, 1.0 * linear_work(1, 1024, 1024) * 1e6},
+                    {1, 16384, 16384, 3.0 * linear_work(1, 16384, 16384) * 1e6}};
+  const MachineProfile p = parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(),
+                                         "p.json");
+  EXPECT_NEAR(lookup(p, 1, 2048, 2048), linear_work(1, 2048, 2048), 1e-12);
+  EXPECT_NEAR(lookup(p, 1, 8192, 16384), 3.0 * linear_work(1, 8192, 16384), 1e-12);
+  const std::vector<std::string> names{"m", "n"};
+  const std::vector<double> values{1, 2};
+  EXPECT_THROW(p.op_seconds("linear", DimView{&names, values.data()}, {"m"}, linear_fn), Error);
+  EXPECT_THROW(p.op_seconds("moe_experts", DimView{&names, values.data()}, {"m"}, linear_fn), Error);
+}
+
+TEST(Profile, CollectivesInterpolateAndExtrapolateByBandwidth) {
+  const json coll = {{"all_reduce", {{"dims", {"ranks", "bytes"}}, {"points", {{2, 1e3, 10.0}, {2, 1e6, 100.0}}}}}};
+  const json ops = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", {{1, 1024, 1024, 10.0}}}}}};
+  const MachineProfile p = parse_profile(profile_json(ops, coll).dump(), "p.json");
+  EXPECT_DOUBLE_EQ(p.collective_seconds("all_reduce", 1, 1e6), 0.0);
+  EXPECT_NEAR(p.collective_seconds("all_reduce", 2, std::sqrt(1e3 * 1e6)), std::sqrt(10.0 * 100.0) * 1e-6, 1e-12);
+  EXPECT_NEAR(p.collective_seconds("all_reduce", 2, 4e6), 400e-6, 1e-12);
+  EXPECT_NEAR(p.collective_seconds("all_reduce", 2, 10), 10e-6, 1e-12);  // latency-bound below
+  EXPECT_NEAR(p.collective_seconds("all_reduce", 4, 1e6), 100e-6, 1e-12);  // the nearest group measured
+  EXPECT_THROW(p.collective_seconds("all_gather", 2, 1e3), Error);
+}
+
+// A profile without op tables times every op by its work: 2 µs plus bytes over 1e11 B/s (products at 1e18
+// FLOP/s, never the bound here); eagerly each op takes at least its 3 µs launch.
+MachineProfile work_only_profile() {
+  json j = profile_json(json::object());
+  j["rates"]["matrix_tflop_s"] = 1e6;
+  j["rates"]["copy_gb_s"] = 100.0;
+  j["ops"] = {{"unused", {{"dims", {"n"}}, {"points", {{1, 1.0}}}}}};
+  return parse_profile(j.dump(), "work.json");
+}
+
+TEST(CostModel, TensorParallelismHalvesTheAttentionWeightsARankReads) {
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 2);
+  t.profiles = {work_only_profile()};
+  t.decode_context = 16;
+  LayoutRequest one, two;
+  one.set(Axis::tp, 1);
+  two.set(Axis::tp, 2);
+  t.cluster = make_cluster(find_machine("h200"), 1, std::nullopt);
+  const LayoutPrediction p1 = predict_layout(t, check_layout(t, one));
+  t.cluster = make_cluster(find_machine("h200"), 2, std::nullopt);
+  const LayoutPrediction p2 = predict_layout(t, check_layout(t, two));
+  // Qwen3-30B-A3B attention per layer: q/k/v/o of 32 + 2·4 heads of 128 over hidden 2048, in bf16 (2 bytes):
+  // (4096 + 1024 + 4096)·2048 (q,k,v stacked; o) = 18.9 MB a layer, 48 layers: 0.906 GB at 1e11 B/s = 9.06 ms,
+  // plus at most 5 µs (fixed 2, launch 3) for each of the 4 attention ops of a one-token layer; tp 2 halves the
+  // bytes (kv heads 4 → 2 a rank).
+  const double bytes = (4096.0 + 2 * 512 + 4096.0) * 2048 * 2 * 48;
+  const double a1 = p1.decode_one.phase_seconds[0], a2 = p2.decode_one.phase_seconds[0];
+  EXPECT_GT(a1, bytes / 1e11);
+  EXPECT_LT(a1, bytes / 1e11 + 48 * 4 * 5e-6);
+  EXPECT_NEAR(a2 / a1, 0.5, 0.03);
+  EXPECT_GT(p2.decode_one.phase_seconds[6], 0.0);  // the all-reduces
+  EXPECT_EQ(p1.decode_one.phase_seconds[6], 0.0);
+}
+
+TEST(CostModel, ExpertBytesFollowTheUniformRoutingExpectation) {
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
+  t.profiles = {work_only_profile()};
+  t.decode_context = 16;
+  t.decode_batch = 64;
+  LayoutRequest one;
+  one.set(Axis::tp, 1);
+  const LayoutPrediction p = predict_layout(t, check_layout(t, one));
+  // 128 experts top-8: batch 1 touches 8, batch 64 touches 128·(1 − (1 − 8/128)^64) = 126.0 of them; each
+  // expert's three matrices of 2048 × 768 in bf16 are 9.44 MB, 48 layers (one grouped op a layer).
+  const double expert = 3.0 * 2048 * 768 * 2 * 48;
+  const double touched64 = 128.0 * (1.0 - std::pow(1.0 - 8.0 / 128.0, 64));
+  EXPECT_NEAR(p.decode_one.phase_seconds[2], 8 * expert / 1e11, 0.01 * 8 * expert / 1e11);
+  EXPECT_NEAR(p.decode_batch.phase_seconds[2], touched64 * expert / 1e11, 0.01 * touched64 * expert / 1e11);
+  EXPECT_TRUE(p.decode_one.graph);
+  EXPECT_LT(p.decode_one.seconds, p.decode_one.eager_seconds);
+}
+
+}  // namespace
+}  // namespace sy
