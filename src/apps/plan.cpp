@@ -265,9 +265,10 @@ CommandMain add_plan_command(CLI::App& app) {
   cmd->add_option("--context", o->context, "context length of the decode estimates")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--prefill-len", o->prefill_len, "prompt tokens of the predicted prefill (default: --context)")
       ->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("--profile", o->profiles,
-                  "machine profile from `bench calibrate` (repeatable: a layout of W ranks uses the one measured with W "
-                  "ranks); default: the preset's default efficiencies");
+  cmd->add_option(
+      "--profile", o->profiles,
+      "machine profile from `bench calibrate` (repeatable: a layout of W ranks uses the one measured with W "
+      "ranks); default: the preset's default efficiencies");
   return [o] { return run_plan(*o); };
 }
 

@@ -124,8 +124,8 @@ class Ops {
   void head_linear(int64_t tokens, int64_t heads, int64_t in, int64_t out) {
     if (tokens <= 0) return;
     add(Ph::attention, 1,
-        op_time(p_, "head_linear", {"tokens", "heads", "in", "out"}, {d(tokens), d(heads), d(in), d(out)},
-                {"tokens"}, [&](const DimView& v) {
+        op_time(p_, "head_linear", {"tokens", "heads", "in", "out"}, {d(tokens), d(heads), d(in), d(out)}, {"tokens"},
+                [&](const DimView& v) {
                   const double t = v["tokens"], h = v["heads"], i = v["in"], o = v["out"];
                   return OpWork{.bytes = h * i * o * w_.wb + 4 * t * h * (i + o), .flops = 2 * t * h * i * o};
                 }));
@@ -138,7 +138,7 @@ class Ops {
       s = p_.collective_seconds(kind, ranks, bytes);
     } else {
       const Link l = link_for_group(c_, span);
-      s = kind == "all_reduce" ? all_reduce_seconds(ranks, bytes, l)
+      s = kind == "all_reduce"  ? all_reduce_seconds(ranks, bytes, l)
           : kind == "send_recv" ? bytes / l.bytes_per_second + l.latency
                                 : all_to_all_seconds(ranks, bytes, l);
     }
@@ -231,8 +231,8 @@ void attention_ops(Ops& o, const ModelDesc& s, const ParallelSizes& z, const Ran
   o.linear(attention, T, a.kv_lora_rank + a.qk_rope_head_dim, H);
   o.rows_op(attention, "rope", "tokens", T, {"n_heads", "head_dim"}, {nh, qk}, 8);
   o.rows_op(attention, "rope", "tokens", T, {"n_heads", "head_dim"}, {1, a.kv_lora_rank + a.qk_rope_head_dim}, 8);
-  o.rows_op(attention, "mla_kv_write", "tokens", T, {"kv_lora_rank", "rope_dim"},
-            {a.kv_lora_rank, a.qk_rope_head_dim}, 8);
+  o.rows_op(attention, "mla_kv_write", "tokens", T, {"kv_lora_rank", "rope_dim"}, {a.kv_lora_rank, a.qk_rope_head_dim},
+            8);
   if (s.has_indexer()) {
     // The sparse indexer (blocks/indexer.cpp): its products and a top-k over the context, by their work.
     o.linear(attention, T, a.index_n_heads * a.index_head_dim, a.q_lora_rank);
@@ -285,7 +285,7 @@ void moe_ops(Ops& o, const ModelDesc& s, const ParallelSizes& z, const RankStep&
   const int64_t own = (T + z.tp - 1) / z.tp;
   route(own);
   o.host_wait(router);
-  const double replica_tokens = d(T) * z.dp / z.edp;  // tokens one edp replica's experts serve
+  const double replica_tokens = d(T) * z.dp / z.edp;          // tokens one edp replica's experts serve
   const double pairs = busiest(replica_tokens * d(K), z.ep);  // each etp rank of an ep rank gets them all
   const double n_send = d(own * K * z.etp);
   const int stage = z.stage_size();

@@ -23,13 +23,13 @@ inline constexpr std::array<const char*, kCostPhaseCount> kCostPhaseNames = {
     "attention", "router", "experts", "combine", "dense", "norms", "communication", "sampling", "other"};
 
 struct StepPrediction {
-  int64_t batch = 0;    // sequences (over every dp replica)
-  int64_t context = 0;  // tokens in each sequence's cache (decode), prompt tokens (prefill)
-  double seconds = 0;   // decode: one step as the engine runs it (a replayed graph on one GPU); prefill: all of it
-  double eager_seconds = 0;                            // the same work issued op by op (the phase breakdown's)
+  int64_t batch = 0;         // sequences (over every dp replica)
+  int64_t context = 0;       // tokens in each sequence's cache (decode), prompt tokens (prefill)
+  double seconds = 0;        // decode: one step as the engine runs it (a replayed graph on one GPU); prefill: all of it
+  double eager_seconds = 0;  // the same work issued op by op (the phase breakdown's)
   std::array<double, kCostPhaseCount> phase_seconds{};  // eager, per phase, of the busiest rank
-  double tokens_per_second = 0;                        // decode: batch / seconds; prefill: prompt tokens / seconds
-  bool graph = false;                                  // decode replayed as a captured graph
+  double tokens_per_second = 0;                         // decode: batch / seconds; prefill: prompt tokens / seconds
+  bool graph = false;                                   // decode replayed as a captured graph
 };
 
 struct CostInputs {

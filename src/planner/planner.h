@@ -89,8 +89,8 @@ LayoutPrediction predict_layout(const PlanTarget& target, const LayoutCheck& che
 
 struct PlanEntry {
   LayoutCheck check;
-  DecodeEstimate decode_one;    // batch 1
-  DecodeEstimate decode_batch;  // target.decode_batch
+  DecodeEstimate decode_one;                  // batch 1
+  DecodeEstimate decode_batch;                // target.decode_batch
   std::optional<LayoutPrediction> predicted;  // where the rules pass
 };
 

@@ -1,11 +1,12 @@
 // Reading a machine profile and looking up op and collective times in it.
 #include "planner/profile.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <fmt/ranges.h>
 
 #include "base/check.h"
 #include "base/input.h"
@@ -64,15 +65,15 @@ std::map<std::string, OpTable> tables(const json& j, const std::string& where) {
     for (size_t i = 0; i < pts.size(); ++i) {
       const json& p = pts[i];
       SY_CHECK(p.is_array() && p.size() == t.dims.size() + 1,
-               "{}.points[{}] must hold {} numbers (the dims {}, then microseconds), not {}", w, i,
-               t.dims.size() + 1, fmt::join(t.dims, ", "), cut_for_message(p.dump(), 80));
+               "{}.points[{}] must hold {} numbers (the dims {}, then microseconds), not {}", w, i, t.dims.size() + 1,
+               fmt::join(t.dims, ", "), cut_for_message(p.dump(), 80));
       std::vector<double> row;
       for (size_t k = 0; k < p.size(); ++k) {
         SY_CHECK(p[k].is_number(), "{}.points[{}][{}] is {}, not a number", w, i, k, cut_for_message(p[k].dump(), 40));
         const double v = p[k].get<double>();
         const bool time = k + 1 == p.size();
-        SY_CHECK(std::isfinite(v) && (time ? v > 0 : v >= 0), "{}.points[{}][{}] is {}; {} must be finite and {}", w,
-                 i, k, v, time ? "a time" : "a dim", time ? "positive" : "at least 0");
+        SY_CHECK(std::isfinite(v) && (time ? v > 0 : v >= 0), "{}.points[{}][{}] is {}; {} must be finite and {}", w, i,
+                 k, v, time ? "a time" : "a dim", time ? "positive" : "at least 0");
         row.push_back(v);
       }
       t.points.push_back(std::move(row));
@@ -134,8 +135,8 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
   for (size_t i = 0; i < n; ++i) {
     const auto& qn = *query.names;
     const auto f = std::find(qn.begin(), qn.end(), t.dims[i]);
-    SY_CHECK(f != qn.end(), "the profile {} times op '{}' by '{}', which the cost model does not give ({})", source,
-             op, t.dims[i], fmt::join(qn, ", "));
+    SY_CHECK(f != qn.end(), "the profile {} times op '{}' by '{}', which the cost model does not give ({})", source, op,
+             t.dims[i], fmt::join(qn, ", "));
     q[i] = query.values[f - qn.begin()];
   }
   std::vector<int> vi;
@@ -246,7 +247,8 @@ MachineProfile parse_profile(const std::string& text_in, const std::string& src)
   p.weight_bytes = p.device == "cuda" ? 2 : 4;
   if (m.contains("weight_dtype")) {
     const std::string wd = text(m, "weight_dtype", mw);
-    SY_CHECK(wd == "bf16" || wd == "f32", "{}.weight_dtype is '{}'; it must be bf16 or f32", mw, cut_for_message(wd, 20));
+    SY_CHECK(wd == "bf16" || wd == "f32", "{}.weight_dtype is '{}'; it must be bf16 or f32", mw,
+             cut_for_message(wd, 20));
     p.weight_bytes = wd == "bf16" ? 2 : 4;
   }
   const json& r = need(j, "rates", src);

@@ -177,9 +177,8 @@ std::string format_plan(const PlanTarget& t, const Plan& plan) {
   out += "\n";
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"#", "layout", "pp", "dp", "tp", "edp", "ep", "etp", "dtp", "weights/GPU", "activ./GPU",
-                  "KV tokens/replica", "KV tokens all", "fits", "tok/s b=1",
-                  fmt::format("tok/s b={}", t.decode_batch), fmt::format("TPOT ms b={}", t.decode_batch),
-                  fmt::format("floor tok/s b={}", t.decode_batch)});
+                  "KV tokens/replica", "KV tokens all", "fits", "tok/s b=1", fmt::format("tok/s b={}", t.decode_batch),
+                  fmt::format("TPOT ms b={}", t.decode_batch), fmt::format("floor tok/s b={}", t.decode_batch)});
   int n = 0;
   for (const PlanEntry& e : plan.layouts) {
     const ParallelSizes& z = e.check.sizes;
@@ -188,13 +187,12 @@ std::string format_plan(const PlanTarget& t, const Plan& plan) {
                                     std::to_string(z.ep), std::to_string(z.etp), std::to_string(z.dense_tp)};
     if (e.check.memory) {
       const LayoutMemory& m = *e.check.memory;
-      row.insert(row.end(),
-                 {format_bytes(worst_weights(m)), format_bytes(worst_activations(m)), group_digits(m.kv_tokens),
-                  group_digits(m.kv_tokens_total), m.fits ? "yes" : "no",
-                  format_rate(e.predicted->decode_one.tokens_per_second),
-                  format_rate(e.predicted->decode_batch.tokens_per_second),
-                  fmt::format("{:.2f}", e.predicted->decode_batch.seconds * 1e3),
-                  format_rate(e.decode_batch.tokens_per_second)});
+      row.insert(row.end(), {format_bytes(worst_weights(m)), format_bytes(worst_activations(m)),
+                             group_digits(m.kv_tokens), group_digits(m.kv_tokens_total), m.fits ? "yes" : "no",
+                             format_rate(e.predicted->decode_one.tokens_per_second),
+                             format_rate(e.predicted->decode_batch.tokens_per_second),
+                             fmt::format("{:.2f}", e.predicted->decode_batch.seconds * 1e3),
+                             format_rate(e.decode_batch.tokens_per_second)});
     }
     rows.push_back(std::move(row));
   }

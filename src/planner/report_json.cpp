@@ -63,9 +63,9 @@ json decode_json(const DecodeEstimate& d) {
 json prediction_json(const StepPrediction& p) {
   json phases;
   for (size_t i = 0; i < p.phase_seconds.size(); ++i) phases[kCostPhaseNames[i]] = p.phase_seconds[i] * 1e3;
-  return {{"batch", p.batch},         {"context", p.context},
-          {"ms", p.seconds * 1e3},    {"eager_ms", p.eager_seconds * 1e3},
-          {"phase_ms", phases},       {"tokens_per_second", p.tokens_per_second},
+  return {{"batch", p.batch},      {"context", p.context},
+          {"ms", p.seconds * 1e3}, {"eager_ms", p.eager_seconds * 1e3},
+          {"phase_ms", phases},    {"tokens_per_second", p.tokens_per_second},
           {"graph", p.graph}};
 }
 

@@ -443,10 +443,10 @@ void bench_cuda_moe_small(const cuda::bf16_bits* gate_up, const cuda::bf16_bits*
 
 // GQA attention on the Qwen3-30B-A3B shapes (32 query heads, 4 kv heads of 128), bf16 caches of
 // random values in shuffled 16-token blocks. Decode: one token per sequence at context 576 (the mean
-// context of the bench's 512 + 128 run), split as the backend splits; GB/s counts K and V once.
-// Prefill: sequences of 512 tokens from position 0 (causal); TFLOP/s counts the visible pairs only.
-// Each case captured as a graph (kernel and merge), median of 20 replays; decode also at other split
-// counts than the backend's (* marks it).
+// context of the bench's 512 + 128 run) and 8,256 (of 8,192 + 128), split as the backend splits; GB/s counts K and V
+// once. Prefill: sequences of 512 tokens from position 0 (causal); TFLOP/s counts the visible pairs only. Each case
+// captured as a graph (kernel and merge), median of 20 replays; decode also at other split counts than the backend's (*
+// marks it).
 void bench_cuda_attention() {
   using cuda::check_cuda;
   const int64_t n_heads = 32, kv_heads = 4, hd = 128, bs = 16;
@@ -459,8 +459,9 @@ void bench_cuda_attention() {
     bool decode;
     int64_t seqs, context;
   };
-  for (const Run& run : {Run{true, 1, 576}, Run{true, 10, 576}, Run{true, 64, 576}, Run{true, 256, 576},
-                         Run{false, 1, 512}, Run{false, 8, 512}, Run{false, 16, 512}}) {
+  for (const Run& run :
+       {Run{true, 1, 576}, Run{true, 10, 576}, Run{true, 64, 576}, Run{true, 256, 576}, Run{true, 1, 8256},
+        Run{true, 32, 8256}, Run{false, 1, 512}, Run{false, 8, 512}, Run{false, 16, 512}}) {
     const int64_t per_seq = (run.context + bs - 1) / bs, n_blocks = run.seqs * per_seq;
     int64_t width = 1;
     while (width < per_seq) width *= 2;  // as the model pads block tables
@@ -502,7 +503,7 @@ void bench_cuda_attention() {
     const int64_t chosen = run.decode ? cuda::gqa_decode_splits(T, kv_heads, width * bs) : 1;
     std::set<int64_t> sweep = {chosen};  // decode: the backend's split count, then others for comparison
     if (run.decode) {
-      for (int64_t n : {1, 2, 4, 8, 16}) sweep.insert(std::min(n, (width * bs + 63) / 64));
+      for (int64_t n : {1, 2, 4, 8, 16, 32, 64}) sweep.insert(std::min(n, (width * bs + 63) / 64));
     }
     const int64_t most = *sweep.rbegin();
     float* m = d.get<float>(T * n_heads * most);

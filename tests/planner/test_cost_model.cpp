@@ -105,8 +105,8 @@ TEST(Profile, RefusesMalformedFilesNamingTheKey) {
 TEST(Profile, LookupScalesByWorkBetweenAndBeyondPoints) {
   json pts = json::array();
   for (double m : {1.0, 16.0, 256.0}) pts.push_back({m, 2048, 2048, 1.5 * linear_work(m, 2048, 2048) * 1e6});
-  const MachineProfile p = parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(),
-                                         "p.json");
+  const MachineProfile p =
+      parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(), "p.json");
   for (double m : {1.0, 3.0, 16.0, 100.0, 4096.0}) {
     for (double nk : {512.0, 2048.0, 8192.0}) {
       EXPECT_NEAR(lookup(p, m, nk, nk), 1.5 * linear_work(m, nk, nk), 1e-9 * linear_work(m, nk, nk));
@@ -118,8 +118,8 @@ TEST(Profile, LookupScalesByWorkBetweenAndBeyondPoints) {
 TEST(Profile, LookupInterpolatesLogLog) {
   const json pts = {{1, 4096, 4096, 1.0 * linear_work(1, 4096, 4096) * 1e6},
                     {16, 4096, 4096, 4.0 * linear_work(16, 4096, 4096) * 1e6}};
-  const MachineProfile p = parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(),
-                                         "p.json");
+  const MachineProfile p =
+      parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(), "p.json");
   EXPECT_NEAR(lookup(p, 4, 4096, 4096), 2.0 * linear_work(4, 4096, 4096), 1e-12);
   EXPECT_NEAR(lookup(p, 64, 4096, 4096), 4.0 * linear_work(64, 4096, 4096), 1e-12);  // constant ratio beyond
 }
@@ -128,8 +128,8 @@ TEST(Profile, LookupInterpolatesLogLog) {
 TEST(Profile, LookupTakesTheNearestShape) {
   const json pts = {{1, 1024, 1024, 1.0 * linear_work(1, 1024, 1024) * 1e6},
                     {1, 16384, 16384, 3.0 * linear_work(1, 16384, 16384) * 1e6}};
-  const MachineProfile p = parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(),
-                                         "p.json");
+  const MachineProfile p =
+      parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(), "p.json");
   EXPECT_NEAR(lookup(p, 1, 2048, 2048), linear_work(1, 2048, 2048), 1e-12);
   EXPECT_NEAR(lookup(p, 1, 8192, 16384), 3.0 * linear_work(1, 8192, 16384), 1e-12);
   const std::vector<std::string> names{"m", "n"};
@@ -145,7 +145,7 @@ TEST(Profile, CollectivesInterpolateAndExtrapolateByBandwidth) {
   EXPECT_DOUBLE_EQ(p.collective_seconds("all_reduce", 1, 1e6), 0.0);
   EXPECT_NEAR(p.collective_seconds("all_reduce", 2, std::sqrt(1e3 * 1e6)), std::sqrt(10.0 * 100.0) * 1e-6, 1e-12);
   EXPECT_NEAR(p.collective_seconds("all_reduce", 2, 4e6), 400e-6, 1e-12);
-  EXPECT_NEAR(p.collective_seconds("all_reduce", 2, 10), 10e-6, 1e-12);  // latency-bound below
+  EXPECT_NEAR(p.collective_seconds("all_reduce", 2, 10), 10e-6, 1e-12);    // latency-bound below
   EXPECT_NEAR(p.collective_seconds("all_reduce", 4, 1e6), 100e-6, 1e-12);  // the nearest group measured
   EXPECT_THROW(p.collective_seconds("all_gather", 2, 1e3), Error);
 }

@@ -344,14 +344,12 @@ __global__ void __launch_bounds__(kThreads) gqa_decode_kernel(PagedAttentionArgs
   }
 }
 
-// Merges the splits of every (token, head) (split_merge.cuh).
-__global__ void gqa_attention_merge_kernel(PagedAttentionArgs p, AttentionSplit sp) {
+// Block (token, head): merges its splits (split_merge.cuh).
+__global__ void __launch_bounds__(kMergeThreads) gqa_attention_merge_kernel(PagedAttentionArgs p, AttentionSplit sp) {
+  extern __shared__ float merge_smem[];
   pdl_launch_dependents();
   pdl_wait();
-  const int64_t hd = p.head_dim;
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= p.tokens * p.n_heads * hd) return;
-  p.out[i] = merge_split(sp, i / hd, i % hd, hd);
+  merge_split_row(sp, p.out, blockIdx.x, p.head_dim, merge_smem);
 }
 
 // Block (query tile, kv head): the tile is kWarps · (16 / G) consecutive tokens, warp w holding
@@ -518,9 +516,8 @@ void gqa_decode_attention(const PagedAttentionArgs& p, const AttentionSplit& sp,
     }
   });
   if (sp.splits > 1) {
-    const int64_t n = p.tokens * p.n_heads * p.head_dim;
-    launch_pdl(gqa_attention_merge_kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, s,
-               "gqa_attention_merge", p, sp);
+    launch_pdl(gqa_attention_merge_kernel, dim3(static_cast<unsigned>(p.tokens * p.n_heads)), dim3(kMergeThreads),
+               merge_smem_bytes(sp.splits), s, "gqa_attention_merge", p, sp);
   }
 }
 

@@ -312,14 +312,12 @@ __global__ void __launch_bounds__(kThreads, 1) mla_flash_kernel(MlaAttentionArgs
   }
 }
 
-// Merges the splits of every (token, head) (split_merge.cuh).
-__global__ void mla_merge_kernel(MlaAttentionArgs p, AttentionSplit sp) {
+// Block (token, head): merges its splits (split_merge.cuh).
+__global__ void __launch_bounds__(kMergeThreads) mla_merge_kernel(MlaAttentionArgs p, AttentionSplit sp) {
+  extern __shared__ float merge_smem[];
   pdl_launch_dependents();
   pdl_wait();
-  const int64_t L = p.kv_lora_rank;
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (i >= p.tokens * p.n_heads * L) return;
-  p.out[i] = merge_split(sp, i / L, i % L, L);
+  merge_split_row(sp, p.out, blockIdx.x, p.kv_lora_rank, merge_smem);
 }
 
 }  // namespace
@@ -354,8 +352,8 @@ void mla_flash_attention(const MlaAttentionArgs& p, const AttentionSplit& sp, cu
                dim3(kThreads), smem, s, "mla_flash", p, sp);
   });
   if (sp.splits > 1) {
-    const int64_t n = p.tokens * p.n_heads * p.kv_lora_rank;
-    launch_pdl(mla_merge_kernel, dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, s, "mla_merge", p, sp);
+    launch_pdl(mla_merge_kernel, dim3(static_cast<unsigned>(p.tokens * p.n_heads)), dim3(kMergeThreads),
+               merge_smem_bytes(sp.splits), s, "mla_merge", p, sp);
   }
 }
 

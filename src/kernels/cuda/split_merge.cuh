@@ -5,25 +5,65 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/ops.cuh"
 
 namespace sy::cuda {
 
-// Element d of the merged output of `head` (dim values a head); a split with no visible key is skipped.
-__device__ __forceinline__ float merge_split(const AttentionSplit& sp, int64_t head, int64_t d, int64_t dim) {
-  float M = -FLT_MAX;
-  for (int64_t s = 0; s < sp.splits; ++s) {
-    if (sp.l[head * sp.splits + s] > 0.0f) M = fmaxf(M, sp.m[head * sp.splits + s]);
+// Threads of a merge block, and the dynamic shared memory it needs for `splits` splits.
+inline constexpr int kMergeThreads = 256;
+inline size_t merge_smem_bytes(int64_t splits) { return static_cast<size_t>(splits + kMergeThreads) * sizeof(float); }
+
+// The merged row `row` (a token's head) of `dim` values into out[row * dim ..], by a block of kMergeThreads:
+// the splits' weights 2^(m_s − M) (0 for a split with no visible key) and Σ l_s 2^(m_s − M) first, then each
+// thread sums its share of the splits for one d (dim < kMergeThreads: kMergeThreads / dim groups of splits,
+// combined through shared memory; else every d of a thread's stride over all splits). Unlike one thread per element
+// walking every split twice (the form before), the loads of one split row go out together and the splits are spread
+// over the groups (flash decoding at long contexts has a hundred splits or more). `smem`: merge_smem_bytes(sp.splits)
+// of dynamic shared memory.
+__device__ __forceinline__ void merge_split_row(const AttentionSplit& sp, float* out, int64_t row, int64_t dim,
+                                                float* smem) {
+  __shared__ float red[kMergeThreads / 32];
+  const int64_t n = sp.splits;
+  const int tid = static_cast<int>(threadIdx.x);
+  float* f = smem;
+  float* part = smem + n;
+  const float* m = sp.m + row * n;
+  const float* l = sp.l + row * n;
+  float mx = -FLT_MAX;
+  for (int64_t s = tid; s < n; s += kMergeThreads) {
+    if (l[s] > 0.0f) mx = fmaxf(mx, m[s]);
   }
-  float l_sum = 0.0f, a_sum = 0.0f;
-  for (int64_t s = 0; s < sp.splits; ++s) {
-    const float l = sp.l[head * sp.splits + s];
-    if (l == 0.0f) continue;
-    const float f = exp2f(sp.m[head * sp.splits + s] - M);
-    l_sum += l * f;
-    a_sum += sp.acc[(head * sp.splits + s) * dim + d] * f;
+  mx = block_reduce<kMergeThreads>(mx, true, red);
+  float ls = 0.0f;
+  for (int64_t s = tid; s < n; s += kMergeThreads) {
+    const float w = l[s] > 0.0f ? exp2f(m[s] - mx) : 0.0f;
+    f[s] = w;
+    ls += l[s] * w;
   }
-  return l_sum > 0.0f ? a_sum / l_sum : 0.0f;
+  ls = block_reduce<kMergeThreads>(ls, false, red);  // synchronises: f is visible to the block
+  const float* acc = sp.acc + row * n * dim;
+  if (dim >= kMergeThreads) {
+    for (int64_t d = tid; d < dim; d += kMergeThreads) {
+      float a = 0.0f;
+#pragma unroll 4
+      for (int64_t s = 0; s < n; ++s) a += acc[s * dim + d] * f[s];
+      out[row * dim + d] = ls > 0.0f ? a / ls : 0.0f;
+    }
+    return;
+  }
+  const int64_t groups = kMergeThreads / dim, g = tid / dim, d = tid % dim;
+  float a = 0.0f;
+  if (g < groups) {
+#pragma unroll 4
+    for (int64_t s = g; s < n; s += groups) a += acc[s * dim + d] * f[s];
+  }
+  part[tid] = a;
+  __syncthreads();
+  if (tid < dim) {
+    for (int64_t h = 1; h < groups; ++h) a += part[h * dim + d];
+    out[row * dim + d] = ls > 0.0f ? a / ls : 0.0f;
+  }
 }
 
 }  // namespace sy::cuda

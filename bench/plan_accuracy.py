@@ -1,0 +1,775 @@
+#!/usr/bin/env python3
+"""How well `switchyard plan` predicts what `switchyard bench latency` measures (issue 19).
+
+For every case (model, input length, layout, batch) the planner's predicted decode step and
+prefill (`plan --json`, layout.predicted) are set against the engine's measured ones
+(`bench latency --json`), as totals and per phase (eager, with device events), with the error
+(pred - meas) / meas. Cases outside the tolerance are marked: decode +-15 % and prefill +-20 % on
+one GPU, +-25 % for both on CPU ranks. Where a (model, input length, batch) group has several
+layouts, their order by measured decode tok/s is set against their order by predicted tok/s: a
+pair in the wrong order counts, unless the two measured within 5 % of each other (a tie).
+
+One `bench latency` per (model, input length, layout) runs every batch of the case (one model
+load); one `plan` per (case, batch) comes first and says whether the layout is valid and whether
+the bench's KV cache fits (`--min-kv-tokens` = the blocks bench latency allocates); cases that do
+not fit or are invalid are reported and not run. Under a layout of W ranks on the CPU, bench
+latency starts itself under mpirun with OMP_NUM_THREADS = cores / W (leave OMP_NUM_THREADS unset
+so that the calibration and the bench split the cores alike).
+
+Sets:
+  one-gpu    device cuda, one GPU: qwen3-30b-a3b, mixtral-8x7b, kimi-k2-4layers (bench/configs)
+             x input 512 and 8192 x batch 1, 10, 64, 256.
+  cpu-ranks  device cpu: the bundled model (models/) and bench/configs/qwen3-moe-cpu-medium under
+             1, 2, 4 and 8 ranks (layouts base, tp2, ep2, pp2, dp2+ep2, tp4, ep4, pp2+tp2, pp4,
+             dp4+ep4, tp8, ep8, pp8, dp8+ep8, pp2+tp4) x input 128 x batch 1 and 64.
+
+Examples (from the repository root):
+    python3 bench/plan_accuracy.py --set one-gpu --dry-run
+    python3 bench/plan_accuracy.py --set one-gpu --plan-only --out /tmp/pa-plan
+    python3 bench/plan_accuracy.py --set one-gpu --profile h200.json --out /tmp/pa-gpu
+    python3 bench/plan_accuracy.py --set one-gpu --models qwen3-30b-a3b --input-len 512 \\
+        --batches 1,64 --budget 500 --out /tmp/pa-qwen3
+    python3 bench/plan_accuracy.py --set cpu-ranks --profile cpu-r1.json --profile cpu-r2.json \\
+        --profile cpu-r4.json --profile cpu-r8.json --out /tmp/pa-cpu
+    python3 bench/plan_accuracy.py --set cpu-ranks --models pydoc-moe --layouts base,tp2,ep2 \\
+        --batches 1 --input-len 32 --output-len 8 --out /tmp/pa-test
+    python3 bench/plan_accuracy.py --merge /tmp/pa-a/results.json /tmp/pa-b/results.json \\
+        --out /tmp/pa-all
+
+--out DIR gets results.json (every case, prediction, measurement and the exact commands with their
+exit codes and stderr tails), table.md (markdown: per case, per phase for the worst cases, rank
+agreement), bench/ (bench latency's JSON) and logs/ (each command's output); both files are
+rewritten after every bench run, so a cut run leaves what finished. --merge rebuilds them from
+earlier results.json files without running anything. Standard library only.
+"""
+
+import argparse
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PHASES = ["attention", "router", "experts", "combine", "dense", "norms", "communication",
+          "sampling", "other"]
+# bench latency names two phases by the backend's names.
+PHASE_ALIASES = {"expert GEMMs": "experts", "dense GEMMs": "dense"}
+BLOCK = 16               # bench latency's KV block size
+MAX_BATCH_TOKENS = 8192  # bench latency's default, passed to plan alike
+TIE = 0.05               # measured tok/s within 5 % of each other: a tie in the rank agreement
+WORST_PHASE_CASES = 6    # cases with a per-phase table in table.md
+
+# Layouts by name: the flags given to both plan and bench latency (plan also gets --gpus W).
+LAYOUTS = {
+    "base": [],
+    "tp2": ["--tp", "2"],
+    "ep2": ["--tp", "2", "--ep", "2"],
+    "pp2": ["--pp", "2"],
+    "dp2+ep2": ["--dp", "2", "--ep", "2"],
+    "tp4": ["--tp", "4"],
+    "ep4": ["--tp", "4", "--ep", "4"],
+    "pp2+tp2": ["--pp", "2", "--tp", "2"],
+    "pp4": ["--pp", "4"],
+    "dp4+ep4": ["--dp", "4", "--ep", "4"],
+    "tp8": ["--tp", "8"],
+    "ep8": ["--tp", "8", "--ep", "8"],
+    "pp8": ["--pp", "8"],
+    "dp8+ep8": ["--dp", "8", "--ep", "8"],
+    "pp2+tp4": ["--pp", "2", "--tp", "4"],
+}
+
+
+def bundled_model():
+    """The model folder shipped under models/ (the first with a config.json)."""
+    for d in sorted((ROOT / "models").glob("*/config.json")):
+        return d.parent.name, str(d.parent.relative_to(ROOT))
+    return "bundled", "models/MISSING"
+
+
+def case_sets():
+    bundled_name, bundled_dir = bundled_model()
+    return {
+        "one-gpu": {
+            "device": "cuda",
+            "models": {
+                "qwen3-30b-a3b": "bench/configs/qwen3-30b-a3b",
+                "mixtral-8x7b": "bench/configs/mixtral-8x7b",
+                "kimi-k2-4layers": "bench/configs/kimi-k2-4layers",
+            },
+            "input_lens": [512, 8192],
+            "batches": [1, 10, 64, 256],
+            "layouts": ["base"],
+            "tol_decode": 0.15,
+            "tol_prefill": 0.20,
+        },
+        "cpu-ranks": {
+            "device": "cpu",
+            "models": {
+                bundled_name: bundled_dir,
+                "qwen3-moe-cpu-medium": "bench/configs/qwen3-moe-cpu-medium",
+            },
+            "input_lens": [128],
+            "batches": [1, 64],
+            "layouts": list(LAYOUTS),
+            "tol_decode": 0.25,
+            "tol_prefill": 0.25,
+        },
+    }
+
+
+def ranks_of(flags):
+    """World size W = pp * dp * tp of layout flags (unset sizes are 1)."""
+    sizes = {"--pp": 1, "--dp": 1, "--tp": 1}
+    for i in range(0, len(flags) - 1):
+        if flags[i] in sizes:
+            sizes[flags[i]] = int(flags[i + 1])
+    return sizes["--pp"] * sizes["--dp"] * sizes["--tp"]
+
+
+def kv_tokens_needed(batch, input_len, output_len):
+    """KV tokens bench latency allocates for a batch (per dp rank): B * ceil((N+M)/16) + B
+    blocks of 16."""
+    blocks = batch * -(-(input_len + output_len) // BLOCK) + batch
+    return blocks * BLOCK
+
+
+def tail(text, n=1500):
+    text = text or ""
+    return text[-n:]
+
+
+def rel_err(pred, meas):
+    if pred is None or meas is None or meas <= 0:
+        return None
+    return (pred - meas) / meas
+
+
+def fmt(x, digits=3):
+    if x is None:
+        return "-"
+    if abs(x) >= 1000:
+        return f"{x:.0f}"
+    if abs(x) >= 100:
+        return f"{x:.1f}"
+    return f"{x:.{digits}f}"
+
+
+def pct(e):
+    return "-" if e is None else f"{100 * e:+.1f}%"
+
+
+class Runner:
+    """Runs commands with a time limit (the whole process group is ended on timeout) and keeps a
+    record of each: the command, exit code, seconds, stdout/stderr logs and tails."""
+
+    def __init__(self, out_dir, dry_run):
+        self.out_dir = out_dir
+        self.dry_run = dry_run
+        self.records = []
+        if out_dir is not None:
+            (out_dir / "logs").mkdir(parents=True, exist_ok=True)
+
+    def run(self, kind, cmd, timeout, label):
+        rec = {"id": len(self.records), "kind": kind, "label": label,
+               "command": shlex.join(cmd), "rc": None, "seconds": 0.0, "timed_out": False}
+        self.records.append(rec)
+        if self.dry_run:
+            print(rec["command"])
+            return rec, "", ""
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, start_new_session=True)
+        except OSError as e:
+            rec["rc"] = -1
+            rec["stderr_tail"] = f"cannot start: {e}"
+            return rec, "", rec["stderr_tail"]
+        try:
+            out, err = proc.communicate(timeout=max(1.0, timeout))
+        except subprocess.TimeoutExpired:
+            rec["timed_out"] = True
+            self._end(proc, signal.SIGTERM)
+            try:
+                out, err = proc.communicate(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._end(proc, signal.SIGKILL)
+                out, err = proc.communicate()
+            err = (err or "") + f"\n[plan_accuracy] timed out after {timeout:.0f} s"
+        rec["rc"] = proc.returncode
+        rec["seconds"] = round(time.monotonic() - t0, 3)
+        rec["stderr_tail"] = tail(err)
+        if self.out_dir is not None:
+            base = self.out_dir / "logs" / f"{rec['id']:03d}-{kind}"
+            base.with_suffix(".out").write_text(out or "")
+            base.with_suffix(".err").write_text(err or "")
+            rec["log"] = str(base.relative_to(self.out_dir)) + ".{out,err}"
+        return rec, out or "", err or ""
+
+    @staticmethod
+    def _end(proc, sig):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+# ----------------------------------------------------------------------------------------------
+# plan
+
+
+def plan_command(args, sy, model_dir, device, flags, batch, input_len):
+    w = ranks_of(flags)
+    cmd = [sy, "plan", "--model", model_dir, "--machine", args.machine, "--gpus", str(w)]
+    cmd += flags if flags else ["--tp", "1"]
+    cmd += ["--batch", str(batch), "--context", str(input_len + args.output_len // 2),
+            "--prefill-len", str(input_len), "--max-batch-tokens", str(MAX_BATCH_TOKENS),
+            "--min-kv-tokens", str(kv_tokens_needed(batch, input_len, args.output_len)), "--json"]
+    if device == "cpu":
+        cmd += ["--kv-dtype", "fp32"]  # bench latency's auto KV dtype on the CPU
+    for p in args.profile:
+        cmd += ["--profile", p]
+    return cmd
+
+
+def read_plan(rec, out, batch):
+    """The parts of plan's JSON the comparison uses; status: ok, does not fit, invalid, failed."""
+    res = {"command_id": rec["id"], "rc": rec["rc"]}
+    try:
+        j = json.loads(out)
+    except ValueError:
+        res["status"] = "plan failed"
+        res["error"] = tail(rec.get("stderr_tail") or out, 600)
+        return res
+    lay = j.get("layout")
+    if lay is None and j.get("layouts"):
+        lay = j["layouts"][0]
+    if lay is None:
+        res["status"] = "plan failed"
+        res["error"] = "no layout in plan's JSON"
+        return res
+    mem = lay.get("memory") or {}
+    issues = lay.get("issues") or []
+    res.update({
+        "valid": lay.get("valid"),
+        "flags": (lay.get("sizes") or {}).get("flags"),
+        "fits": mem.get("fits"),
+        "kv_tokens_per_replica": mem.get("kv_tokens_per_replica"),
+        "issues": [i.get("message") for i in issues],
+        "issue_rules": [i.get("rule") for i in issues],
+    })
+    pred = lay.get("predicted")
+    if pred:
+        res["profile"] = pred.get("profile")
+        dec = [d for d in pred.get("decode", []) if d.get("batch") == batch]
+        res["decode"] = dec[-1] if dec else None
+        res["prefill"] = pred.get("prefill")
+    rules = set(res["issue_rules"])
+    if rules and rules <= {"memory_fit"}:
+        res["status"] = "does not fit"
+    elif issues or lay.get("valid") is False:
+        res["status"] = "invalid"
+    elif rec["rc"] != 0:
+        res["status"] = "plan failed"
+        res["error"] = tail(rec.get("stderr_tail"), 600)
+    elif not pred or res.get("decode") is None:
+        res["status"] = "plan failed"
+        res["error"] = "no prediction for this batch in plan's JSON"
+    else:
+        res["status"] = "ok"
+    return res
+
+
+# ----------------------------------------------------------------------------------------------
+# bench latency
+
+
+def bench_command(args, sy, model_dir, device, flags, batches, input_len, json_path):
+    cmd = [sy, "bench", "latency", "--model", model_dir, "--device", device, "--random-weights",
+           "--batch", ",".join(str(b) for b in batches), "--input-len", str(input_len),
+           "--output-len", str(args.output_len), "--max-batch-tokens", str(MAX_BATCH_TOKENS),
+           "--json", str(json_path)]
+    return cmd + flags
+
+
+def norm_phases(d):
+    if not d:
+        return None
+    return {PHASE_ALIASES.get(k, k): v for k, v in d.items()}
+
+
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+[\d.]+%\s+\|\s+([\d.]+)\s+\d+\s+[\d.]+\s+[\d.]+%\s+\|"
+                 r"\s+([\d.]+)\s+\|((?:\s+[\d.]+){9})\s*$")
+PREFILL_ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+([\d.]+)\s+\|((?:\s+[\d.]+){8})\s*$")
+PREFILL_PHASES = [p for p in PHASES if p != "sampling"]
+
+
+def results_from_stdout(out, input_len):
+    """bench latency's printed rows, for a run that ended before writing its JSON (a timeout, a
+    crash at a later batch): decode from the main table, prefill ms from prefill tok/s (or the
+    prefill phase table when it was printed)."""
+    rows = {}
+    prefill_section = False
+    for line in out.splitlines():
+        if line.startswith("prefill phases"):
+            prefill_section = True
+            continue
+        m = PREFILL_ROW.match(line) if prefill_section else ROW.match(line)
+        if m and prefill_section:
+            b = int(m.group(1))
+            r = rows.setdefault(b, {"batch": b})
+            r["prefill_ms"] = float(m.group(2))
+            r["prefill_eager_ms"] = float(m.group(3))
+            r["prefill_phase_ms"] = dict(zip(PREFILL_PHASES, map(float, m.group(4).split())))
+        elif m:
+            b = int(m.group(1))
+            tok_s = float(m.group(2))
+            rows[b] = {
+                "batch": b,
+                "prefill_ms": 1e3 * b * input_len / tok_s if tok_s > 0 else None,
+                "decode_step_ms": float(m.group(3)),
+                "decode_tok_s": b / (float(m.group(3)) * 1e-3),
+                "decode_eager_step_ms": float(m.group(4)),
+                "decode_phase_ms": dict(zip(PHASES, map(float, m.group(5).split()))),
+                "from_stdout": True,
+            }
+    return rows
+
+
+def read_bench(json_path, out, input_len):
+    """Measured results by batch, and the layout bench latency reports."""
+    try:
+        j = json.loads(Path(json_path).read_text())
+    except (OSError, ValueError):
+        return results_from_stdout(out, input_len), None, "stdout"
+    rows = {}
+    for r in j.get("results", []):
+        r = dict(r)
+        r["decode_phase_ms"] = norm_phases(r.get("decode_phase_ms"))
+        r["prefill_phase_ms"] = norm_phases(r.get("prefill_phase_ms"))
+        rows[int(r["batch"])] = r
+    meta = {k: j.get(k) for k in ("ranks", "layout", "transport", "copy_bandwidth_gb_s",
+                                  "matrix_tflop_s", "weight_gb", "layers")}
+    return rows, meta, "json"
+
+
+# ----------------------------------------------------------------------------------------------
+# comparison
+
+
+def compare(case):
+    """Errors of a case with both a prediction and a measurement; marks those out of tolerance."""
+    pred = case.get("predicted") or {}
+    meas = case.get("measured") or {}
+    dec, pre = pred.get("decode") or {}, pred.get("prefill") or {}
+    err = {
+        "decode": rel_err(dec.get("ms"), meas.get("decode_step_ms")),
+        "decode_eager": rel_err(dec.get("eager_ms"), meas.get("decode_eager_step_ms")),
+        "prefill": rel_err(pre.get("ms"), meas.get("prefill_ms")),
+        "prefill_eager": rel_err(pre.get("eager_ms"), meas.get("prefill_eager_ms")),
+    }
+    case["error"] = err
+    flags = []
+    if err["decode"] is not None and abs(err["decode"]) > case["tol_decode"]:
+        flags.append("decode")
+    if err["prefill"] is not None and abs(err["prefill"]) > case["tol_prefill"]:
+        flags.append("prefill")
+    case["out_of_tolerance"] = flags
+
+
+def badness(case):
+    """How far outside its tolerance a case is (worst first); measured cases only."""
+    e = case.get("error") or {}
+    worst = 0.0
+    for key, tol in (("decode", case["tol_decode"]), ("prefill", case["tol_prefill"])):
+        if e.get(key) is not None:
+            worst = max(worst, abs(e[key]) / tol)
+    return worst
+
+
+def rank_agreement(cases):
+    """Per (set, model, input length, batch) with two or more measured layouts: their order by
+    measured decode tok/s and by predicted; pairs in the wrong order (ties: within 5 % measured).
+    """
+    groups = {}
+    for c in cases:
+        if c["status"] != "ok":
+            continue
+        m = (c.get("measured") or {}).get("decode_tok_s")
+        p = ((c.get("predicted") or {}).get("decode") or {}).get("tokens_per_second")
+        if not m or not p:
+            continue
+        key = (c["set"], c["model"], c["input_len"], c["batch"])
+        groups.setdefault(key, []).append((c["layout"], m, p))
+    out = []
+    for (set_name, model, input_len, batch), rows in sorted(groups.items()):
+        if len(rows) < 2:
+            continue
+        pairs = ties = 0
+        wrong = []
+        for i in range(len(rows)):
+            for j in range(i + 1, len(rows)):
+                (a, ma, pa), (b, mb, pb) = rows[i], rows[j]
+                pairs += 1
+                if abs(ma - mb) <= TIE * max(ma, mb):
+                    ties += 1
+                elif (ma - mb) * (pa - pb) <= 0:
+                    fast, slow = (a, b) if ma > mb else (b, a)
+                    wrong.append(f"{fast}>{slow}")
+        out.append({
+            "set": set_name, "model": model, "input_len": input_len, "batch": batch,
+            "by_measured": [r[0] for r in sorted(rows, key=lambda r: -r[1])],
+            "by_predicted": [r[0] for r in sorted(rows, key=lambda r: -r[2])],
+            "measured_tok_s": {r[0]: round(r[1], 2) for r in rows},
+            "predicted_tok_s": {r[0]: round(r[2], 2) for r in rows},
+            "pairs": pairs, "ties": ties, "wrong": len(wrong), "wrong_pairs": wrong,
+        })
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# reports
+
+
+def case_name(c):
+    return f"{c['model']} in{c['input_len']} {c['layout']} b{c['batch']}"
+
+
+def md_table(head, rows):
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def case_row(c):
+    pred = c.get("predicted") or {}
+    meas = c.get("measured") or {}
+    dec, pre = pred.get("decode") or {}, pred.get("prefill") or {}
+    e = c.get("error") or {}
+    mark = ", ".join(c.get("out_of_tolerance") or [])
+    status = c["status"] if c["status"] != "ok" else ("OUT: " + mark if mark else "ok")
+    if meas.get("from_stdout"):
+        status += " (stdout)"
+    return [c["model"], c["input_len"], c["layout"], c["ranks"], c["batch"],
+            fmt(dec.get("ms")), fmt(meas.get("decode_step_ms")), pct(e.get("decode")),
+            fmt(dec.get("eager_ms")), fmt(meas.get("decode_eager_step_ms")),
+            pct(e.get("decode_eager")),
+            fmt(pre.get("ms"), 1), fmt(meas.get("prefill_ms"), 1), pct(e.get("prefill")), status]
+
+
+CASE_HEAD = ["model", "in", "layout", "W", "batch", "decode pred ms", "decode meas ms", "err",
+             "eager pred", "eager meas", "err", "prefill pred ms", "prefill meas ms", "err",
+             "status"]
+
+
+def phase_table(c):
+    pred = c.get("predicted") or {}
+    meas = c.get("measured") or {}
+    dp = (pred.get("decode") or {}).get("phase_ms") or {}
+    dm = meas.get("decode_phase_ms") or {}
+    pp = (pred.get("prefill") or {}).get("phase_ms") or {}
+    pm = meas.get("prefill_phase_ms") or {}
+    rows = []
+    for ph in PHASES:
+        rows.append([ph, fmt(dp.get(ph)), fmt(dm.get(ph)), fmt(pp.get(ph), 2), fmt(pm.get(ph), 2)])
+
+    def total(d):
+        return sum(v for v in d.values() if v is not None) if d else None
+    rows.append(["sum of phases", fmt(total(dp)), fmt(total(dm)), fmt(total(pp), 2),
+                 fmt(total(pm), 2)])
+    rows.append(["eager total", fmt((pred.get("decode") or {}).get("eager_ms")),
+                 fmt(meas.get("decode_eager_step_ms")),
+                 fmt((pred.get("prefill") or {}).get("eager_ms"), 2),
+                 fmt(meas.get("prefill_eager_ms"), 2)])
+    return md_table(["phase (eager)", "decode pred ms", "decode meas ms", "prefill pred ms",
+                     "prefill meas ms"], rows)
+
+
+def write_reports(out_dir, meta, runs, cases, ranks):
+    if out_dir is None:
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = {"meta": meta, "runs": runs, "cases": cases, "rank_agreement": ranks}
+    (out_dir / "results.json").write_text(json.dumps(doc, indent=1) + "\n")
+    measured = sorted((c for c in cases if c["status"] == "ok"), key=badness, reverse=True)
+    md = ["# Plan accuracy: `switchyard plan` predictions against `bench latency`", ""]
+    md.append(f"sets {', '.join(meta.get('sets', []))}; profiles: "
+              f"{', '.join(meta.get('profiles') or []) or 'none (the preset)'}; "
+              "predicted profile: "
+              f"{', '.join(sorted({c.get('profile') or '-' for c in cases}))}; "
+              f"output {meta.get('output_len')} tokens; decode context = input + output/2; "
+              f"error = (pred - meas) / meas; tolerance decode/prefill: "
+              + "; ".join(f"{s} +-{100 * t[0]:.0f}%/+-{100 * t[1]:.0f}%"
+                          for s, t in sorted(meta.get("tolerances", {}).items())))
+    md += ["", "## Per case (worst first)", ""]
+    others = [c for c in cases if c["status"] != "ok"]
+    md.append(md_table(CASE_HEAD, [case_row(c) for c in measured + others]))
+    md += ["", f"## Per phase, the {WORST_PHASE_CASES} worst cases "
+           "(eager with device events; bench: rank 0's phases)", ""]
+    for c in measured[:WORST_PHASE_CASES]:
+        md += [f"### {case_name(c)}: decode {pct(c['error']['decode'])}, "
+               f"prefill {pct(c['error']['prefill'])}", "", phase_table(c), ""]
+    if ranks:
+        md += ["## Rank agreement (decode tok/s; ties within 5 % measured)", ""]
+        rows = [[r["model"], r["input_len"], r["batch"], " > ".join(r["by_measured"]),
+                 " > ".join(r["by_predicted"]), r["pairs"], r["ties"], r["wrong"],
+                 ", ".join(r["wrong_pairs"])] for r in ranks]
+        md.append(md_table(["model", "in", "batch", "by measured", "by predicted", "pairs",
+                            "ties", "wrong", "wrong pairs"], rows))
+        md.append("")
+    failed = [r for r in runs if r.get("rc") not in (0, None) or r.get("timed_out")]
+    bench_failed = [r for r in failed if r["kind"] == "bench"]
+    if bench_failed:
+        md += ["## Failed bench runs", ""]
+        for r in bench_failed:
+            last = ((r.get("stderr_tail") or "").strip().splitlines() or [""])[-1]
+            md += [f"- `{r['command']}`: rc {r['rc']}"
+                   f"{' (timed out)' if r.get('timed_out') else ''}: {last}"]
+        md.append("")
+    (out_dir / "table.md").write_text("\n".join(md) + "\n")
+
+
+def print_summary(cases, ranks, runs):
+    measured = sorted((c for c in cases if c["status"] == "ok"), key=badness, reverse=True)
+    print("\n== plan accuracy (worst first; error = (pred - meas) / meas)")
+    head = f"{'case':44} {'dec pred':>9} {'dec meas':>9} {'err':>8} " \
+           f"{'pre pred':>9} {'pre meas':>9} {'err':>8}  mark"
+    print(head)
+    for c in measured:
+        pred = c.get("predicted") or {}
+        meas = c.get("measured") or {}
+        print(f"{case_name(c)[:44]:44} {fmt((pred.get('decode') or {}).get('ms')):>9} "
+              f"{fmt(meas.get('decode_step_ms')):>9} {pct(c['error']['decode']):>8} "
+              f"{fmt((pred.get('prefill') or {}).get('ms'), 1):>9} "
+              f"{fmt(meas.get('prefill_ms'), 1):>9} {pct(c['error']['prefill']):>8}  "
+              f"{'OUT ' + ','.join(c['out_of_tolerance']) if c['out_of_tolerance'] else 'ok'}")
+    others = [c for c in cases if c["status"] != "ok"]
+    if others:
+        by = {}
+        for c in others:
+            by.setdefault(c["status"], []).append(case_name(c))
+        for status, names in sorted(by.items()):
+            print(f"{status} ({len(names)}): {', '.join(names[:8])}"
+                  f"{' ...' if len(names) > 8 else ''}")
+    for r in ranks:
+        print(f"rank {r['model']} in{r['input_len']} b{r['batch']}: {r['wrong']} wrong of "
+              f"{r['pairs']} pairs ({r['ties']} ties){': ' if r['wrong'] else ''}"
+              f"{', '.join(r['wrong_pairs'][:6])}")
+    if measured:
+        out = sum(1 for c in measured if c["out_of_tolerance"])
+        print(f"{len(measured)} cases measured, {out} outside tolerance; "
+              f"{sum(1 for r in runs if r['kind'] == 'bench')} bench and "
+              f"{sum(1 for r in runs if r['kind'] == 'plan')} plan runs")
+
+
+# ----------------------------------------------------------------------------------------------
+# main
+
+
+def parse_list(text, cast=str):
+    return [cast(x) for x in text.split(",") if x.strip()] if text else None
+
+
+def run_set(args, set_name, spec, runner, cases, meta, t_start):
+    sy = str(Path(args.switchyard).resolve()) if not args.dry_run else args.switchyard
+    device = spec["device"]
+    models = spec["models"]
+    if args.models:
+        unknown = [m for m in args.models if m not in models]
+        if unknown:
+            sys.exit(f"unknown model(s) {unknown} for --set {set_name}; known: {list(models)}")
+        models = {m: models[m] for m in args.models}
+    layouts = spec["layouts"]
+    if args.layouts:
+        unknown = [x for x in args.layouts if x not in LAYOUTS]
+        if unknown:
+            sys.exit(f"unknown layout(s) {unknown}; known: {list(LAYOUTS)}")
+        layouts = [x for x in args.layouts]
+    batches = args.batches or spec["batches"]
+    input_lens = args.input_len or spec["input_lens"]
+    for model, model_dir in models.items():
+        for input_len in input_lens:
+            for layout in layouts:
+                flags = LAYOUTS[layout]
+                w = ranks_of(flags)
+                label = f"{model} in{input_len} {layout}"
+                group = []
+                for batch in batches:
+                    case = {"set": set_name, "model": model, "model_dir": model_dir,
+                            "device": device, "input_len": input_len,
+                            "output_len": args.output_len, "layout": layout,
+                            "flags": " ".join(flags), "ranks": w, "batch": batch,
+                            "context": input_len + args.output_len // 2,
+                            "kv_tokens_needed": kv_tokens_needed(batch, input_len,
+                                                                 args.output_len),
+                            "tol_decode": spec["tol_decode"],
+                            "tol_prefill": spec["tol_prefill"], "status": "planned"}
+                    cases.append(case)
+                    cmd = plan_command(args, sy, model_dir, device, flags, batch, input_len)
+                    rec, out, _ = runner.run("plan", cmd, 120, f"{label} b{batch}")
+                    if args.dry_run:
+                        group.append(case)
+                        continue
+                    p = read_plan(rec, out, batch)
+                    case["plan"] = {k: v for k, v in p.items() if k not in ("decode", "prefill")}
+                    case["predicted"] = {"decode": p.get("decode"), "prefill": p.get("prefill")}
+                    case["profile"] = p.get("profile")
+                    case["status"] = p["status"]
+                    if p["status"] == "ok":
+                        group.append(case)
+                    else:
+                        why = "; ".join(p.get("issues") or []) or p.get("error") or ""
+                        case["note"] = why
+                        print(f"[{set_name}] {label} b{batch}: {p['status']}: {why[:160]}",
+                              flush=True)
+                if not group:
+                    continue
+                json_path = ((args.out / "bench" if args.out else Path("/tmp")) /
+                             f"{set_name}-{model}-in{input_len}-{layout}.json")
+                cmd = bench_command(args, sy, model_dir, device, flags,
+                                    [c["batch"] for c in group], input_len, json_path)
+                timeout = args.timeout
+                if args.budget:
+                    left = args.budget - (time.monotonic() - t_start)
+                    if left < 30 and not args.dry_run:
+                        for c in group:
+                            c["status"] = "skipped (budget)"
+                        print(f"[{set_name}] {label}: skipped, {left:.0f} s of --budget left",
+                              flush=True)
+                        continue
+                    timeout = min(timeout, left)
+                if args.out and not args.dry_run:
+                    json_path.parent.mkdir(parents=True, exist_ok=True)
+                    json_path.unlink(missing_ok=True)
+                if args.plan_only:
+                    print(shlex.join(cmd))
+                    for c in group:
+                        c["status"] = "not run (--plan-only)"
+                    continue
+                rec, out, err = runner.run("bench", cmd, timeout, label)
+                if args.dry_run:
+                    continue
+                rows, bench_meta, source = read_bench(json_path, out, input_len)
+                for c in group:
+                    c["bench_command_id"] = rec["id"]
+                    r = rows.get(c["batch"])
+                    if r is None:
+                        c["status"] = "bench timed out" if rec["timed_out"] else "bench failed"
+                        c["note"] = tail(err, 400).strip()
+                        continue
+                    c["measured"] = r
+                    c["measured_source"] = source
+                    if bench_meta:
+                        c["bench_meta"] = bench_meta
+                        bflags = (bench_meta.get("layout") or {}).get("flags")
+                        pflags = (c.get("plan") or {}).get("flags")
+                        if bflags and pflags and bflags != pflags:
+                            c["layout_mismatch"] = f"plan {pflags} vs bench {bflags}"
+                    c["status"] = "ok"
+                    compare(c)
+                done = [c for c in group if c["status"] == "ok"]
+                print(f"[{set_name}] {label}: bench rc {rec['rc']} in {rec['seconds']:.0f} s"
+                      + "".join(f"; b{c['batch']} decode {pct(c['error']['decode'])} prefill "
+                                f"{pct(c['error']['prefill'])}" for c in done)
+                      + ("" if rec["rc"] == 0 else f"; {tail(err, 200).strip()!r}"), flush=True)
+                write_reports(args.out, meta, runner.records, cases, rank_agreement(cases))
+
+
+def main():
+    sets = case_sets()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="See the module docstring for examples.")
+    ap.add_argument("--set", action="append", choices=list(sets),
+                    help="case set (repeatable)")
+    ap.add_argument("--switchyard", default=str(ROOT / "build" / "switchyard"))
+    ap.add_argument("--profile", action="append", default=[],
+                    help="machine profile from bench calibrate, passed to plan (repeatable)")
+    ap.add_argument("--machine", default="h200", help="plan's --machine (default h200)")
+    ap.add_argument("--out", type=Path, help="folder for results.json, table.md, bench/, logs/")
+    ap.add_argument("--output-len", type=int, default=64)
+    ap.add_argument("--input-len", type=lambda s: parse_list(s, int),
+                    help="input lengths, e.g. 512,8192 (default: the set's)")
+    ap.add_argument("--models", type=parse_list, help="model names to run, e.g. qwen3-30b-a3b")
+    ap.add_argument("--layouts", type=parse_list, help=f"layouts to run, of {','.join(LAYOUTS)}")
+    ap.add_argument("--batches", type=lambda s: parse_list(s, int), help="e.g. 1,64")
+    ap.add_argument("--timeout", type=float, default=540, help="seconds per bench run")
+    ap.add_argument("--budget", type=float, default=0,
+                    help="seconds for the whole run: no bench starts with under 30 s left")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands only")
+    ap.add_argument("--plan-only", action="store_true",
+                    help="run the plans (which cases are valid and fit), print the bench commands")
+    ap.add_argument("--merge", nargs="+", type=Path, metavar="RESULTS_JSON",
+                    help="rebuild table.md/results.json in --out from earlier results.json files")
+    args = ap.parse_args()
+
+    if args.merge:
+        meta = {"merged": [str(p) for p in args.merge], "sets": [], "profiles": [],
+                "tolerances": {}}
+        runs, cases = [], []
+        for p in args.merge:
+            d = json.loads(p.read_text())
+            offset = len(runs)
+            for r in d["runs"]:
+                runs.append(dict(r, id=r["id"] + offset, source=str(p)))
+            for c in d["cases"]:
+                for k in ("bench_command_id",):
+                    if k in c:
+                        c[k] += offset
+                cases.append(c)
+            m = d.get("meta", {})
+            meta["sets"] += [s for s in m.get("sets", []) if s not in meta["sets"]]
+            meta["profiles"] += [s for s in m.get("profiles", []) if s not in meta["profiles"]]
+            meta["tolerances"].update(m.get("tolerances", {}))
+            meta.setdefault("output_len", m.get("output_len"))
+        for c in cases:
+            if c["status"] == "ok":
+                compare(c)
+        ranks = rank_agreement(cases)
+        write_reports(args.out, meta, runs, cases, ranks)
+        print_summary(cases, ranks, runs)
+        return 0
+
+    if not args.set:
+        ap.error("--set is required (or --merge)")
+    if args.output_len < 8:
+        ap.error("--output-len must be at least 8: bench latency profiles the first 6 decode "
+                 "steps and times the rest")
+    if not args.dry_run and not Path(args.switchyard).exists():
+        ap.error(f"no switchyard binary at {args.switchyard} (--switchyard)")
+    if os.environ.get("OMP_NUM_THREADS"):
+        print(f"note: OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} is set: every CPU rank "
+              "gets that many threads instead of its share of the cores", file=sys.stderr)
+    meta = {
+        "sets": args.set, "switchyard": args.switchyard, "profiles": args.profile,
+        "machine": args.machine, "output_len": args.output_len,
+        "argv": sys.argv, "host": os.uname().nodename, "cpus": os.cpu_count(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "tolerances": {s: [sets[s]["tol_decode"], sets[s]["tol_prefill"]] for s in args.set},
+    }
+    runner = Runner(None if args.dry_run else args.out, args.dry_run)
+    cases = []
+    t_start = time.monotonic()
+    for set_name in args.set:
+        run_set(args, set_name, sets[set_name], runner, cases, meta, t_start)
+    if args.dry_run:
+        print(f"# {sum(1 for r in runner.records if r['kind'] == 'plan')} plan and "
+              f"{sum(1 for r in runner.records if r['kind'] == 'bench')} bench commands; "
+              "a real run drops the batches plan finds invalid or not fitting")
+        return 0
+    meta["seconds"] = round(time.monotonic() - t_start, 1)
+    ranks = rank_agreement(cases)
+    write_reports(args.out, meta, runner.records, cases, ranks)
+    print_summary(cases, ranks, runner.records)
+    if args.out:
+        print(f"wrote {args.out / 'results.json'} and {args.out / 'table.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

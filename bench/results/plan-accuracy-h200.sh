@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Issue 19: how well `switchyard plan` predicts `switchyard bench latency`, on one H200 (default, or `gpu`) and on
+# the machine's CPU cores under 1 to 8 MPI ranks (`cpu`). Each call first measures the machine profile with
+# `bench calibrate` (skipped when this warm machine already holds it, unless RECAL=1), then runs
+# bench/plan_accuracy.py over the case set with the profile(s) and prints its short table last.
+#   run(command="bash bench/results/plan-accuracy-h200.sh", carry=[".devcarry/pa"], timeout_s=600)
+#   run(command="PHASES=calibrate bash bench/results/plan-accuracy-h200.sh cpu", carry=[".devcarry/pa"], timeout_s=600)
+#   run(command="MODELS=pydoc-moe LAYOUTS=base,tp2,ep2,pp2,dp2+ep2 bash bench/results/plan-accuracy-h200.sh cpu", ...)
+# One call has 600 s, so run the sets in parts: one-gpu by MODELS (qwen3-30b-a3b, mixtral-8x7b, kimi-k2-4layers)
+# and LENS (512, 8192); cpu-ranks by MODELS (pydoc-moe, qwen3-moe-cpu-medium) and LAYOUTS (base,tp2,ep2,pp2,dp2+ep2 /
+# tp4,ep4,pp2+tp2,pp4,dp4+ep4 / tp8,ep8,pp8,dp8+ep8,pp2+tp4). Every part ends before LIMIT seconds (default 570):
+# plan_accuracy.py starts no bench run it cannot finish by then and writes what finished. While the machine stays
+# warm each part's results.json is kept in /tmp/pa-state and the parts so far are merged into $OUT/merged-<set>/;
+# locally, `python3 bench/plan_accuracy.py --merge A/results.json B/results.json --out DIR` does the same.
+# Env: MODELS, LENS (input lengths), LAYOUTS, BATCHES (comma lists, default the set's), OUTPUT_LEN (64), PHASES
+# ("calibrate accuracy"), RANKS (cpu calibrations, "1 2 4 8"), RECAL=1, CAL_TIMEOUT (s per calibration, 300),
+# LIMIT (570), NAME (carry folder, pa). A profile from an earlier call can come back in .devcarry/$NAME/profiles/.
+# .devcarry/$NAME/bin.tar.xz: bin/ (build-cuda, stripped: switchyard) and lib/ (the shared libraries it needs, flat).
+# Results in $OUT: h200.json or cpu-rW.json (profiles), calibrate-*.txt, <set>/ (results.json, table.md, logs/,
+# bench/), <set>.txt (the script's output), merged-<set>/.
+set -o pipefail
+OUT=${OUT:-/tmp/pa-out}
+NAME=${NAME:-pa}
+LIMIT=${LIMIT:-570}
+CAL_TIMEOUT=${CAL_TIMEOUT:-300}
+PHASES=${PHASES:-calibrate accuracy}
+MODE=${1:-gpu}
+ST=/tmp/pa-state
+mkdir -p "$OUT" "$ST/results" /tmp/carry
+tar -C /tmp/carry -xJf ".devcarry/$NAME/bin.tar.xz" || { echo "no .devcarry/$NAME/bin.tar.xz"; exit 2; }
+export LD_LIBRARY_PATH=/tmp/carry/lib:$LD_LIBRARY_PATH
+export SY_SOURCE_DIR=$PWD
+B=/tmp/carry/bin/switchyard
+command -v python3 > /dev/null || { echo "no python3 on this machine"; exit 2; }
+left() { echo $((LIMIT - SECONDS)); }
+
+# calibrate NAME ARGS...: the profile $OUT/NAME.json, reused from this warm machine or the carry when present.
+calibrate() {
+  local name=$1; shift
+  if [ "${RECAL:-0}" != 1 ]; then
+    for have in "$ST/$name.json" ".devcarry/$NAME/profiles/$name.json"; do
+      if [ -s "$have" ]; then cp "$have" "$OUT/$name.json"; echo "calibrate $name: reused $have"; return 0; fi
+    done
+  fi
+  [[ " $PHASES " == *" calibrate "* ]] || { echo "calibrate $name: no profile and calibrate not in PHASES"; return 1; }
+  [ "$(left)" -ge 60 ] || { echo "calibrate $name: skipped, $(left) s left"; return 1; }
+  local t=$(( $(left) - 30 < CAL_TIMEOUT ? $(left) - 30 : CAL_TIMEOUT ))
+  timeout "$t" $B bench calibrate "$@" --out "$OUT/$name.json" > "$OUT/calibrate-$name.txt" 2>&1
+  local rc=$?
+  echo "calibrate $name rc=$rc at ${SECONDS}s: $(tail -1 "$OUT/calibrate-$name.txt")"
+  [ $rc = 0 ] && [ -s "$OUT/$name.json" ] && cp "$OUT/$name.json" "$ST/$name.json"
+}
+
+# accuracy SET PROFILE...: plan_accuracy.py over SET within the time left; merges the parts run so far.
+accuracy() {
+  local set=$1; shift
+  [[ " $PHASES " == *" accuracy "* ]] || return 0
+  local prof=() p
+  for p in "$@"; do [ -s "$OUT/$p.json" ] && prof+=(--profile "$OUT/$p.json"); done
+  [ ${#prof[@]} -gt 0 ] || echo "no profile: plan's preset efficiencies"
+  local budget=$(( $(left) - 15 )) merged=""
+  python3 bench/plan_accuracy.py --switchyard $B --set "$set" "${prof[@]}" --out "$OUT/$set" --budget "$budget" \
+    ${MODELS:+--models "$MODELS"} ${LENS:+--input-len "$LENS"} ${LAYOUTS:+--layouts "$LAYOUTS"} \
+    ${BATCHES:+--batches "$BATCHES"} ${OUTPUT_LEN:+--output-len "$OUTPUT_LEN"} > "$OUT/$set.txt" 2>&1
+  echo "plan_accuracy $set rc=$? at ${SECONDS}s"
+  if [ -s "$OUT/$set/results.json" ]; then
+    cp "$OUT/$set/results.json" "$ST/results/$set-$(date +%H%M%S).json"
+    local parts=("$ST"/results/"$set"-*.json)
+    if [ ${#parts[@]} -gt 1 ]; then
+      python3 bench/plan_accuracy.py --merge "${parts[@]}" --out "$OUT/merged-$set" > "$OUT/merged-$set.txt" 2>&1
+      merged="${#parts[@]} parts"
+    fi
+  fi
+  grep -E '^\[' "$OUT/$set.txt" | tail -30
+  echo "=== $set: this call"
+  sed -n '/^== plan accuracy/,$p' "$OUT/$set.txt" | head -40
+  if [ -n "$merged" ]; then
+    echo "=== $set: $merged so far on this machine ($OUT/merged-$set)"
+    sed -n '/^== plan accuracy/,$p' "$OUT/merged-$set.txt" | head -60
+  fi
+}
+
+if [ "$MODE" = gpu ]; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+  calibrate h200 --device cuda
+  accuracy one-gpu h200
+elif [ "$MODE" = cpu ]; then
+  command -v mpirun > /dev/null || echo "no mpirun on PATH: layouts of several CPU ranks will fail"
+  { nproc; lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Core|Socket|NUMA node\('; } > "$OUT/cpu.txt" 2>&1
+  names=()
+  for w in ${RANKS:-1 2 4 8}; do
+    calibrate "cpu-r$w" --device cpu --ranks "$w"
+    names+=("cpu-r$w")
+  done
+  accuracy cpu-ranks "${names[@]}"
+else
+  echo "usage: bash $0 [gpu|cpu]"; exit 2
+fi
