@@ -495,8 +495,14 @@ bool gqa_attention_supported(int64_t n_heads, int64_t kv_heads, int64_t head_dim
 }
 
 int64_t gqa_decode_splits(int64_t tokens, int64_t kv_heads, int64_t max_keys) {
-  // About three blocks per SM of an H200 (132 SMs), but at least one 64-key tile per split.
-  const int64_t want = (400 + tokens * kv_heads - 1) / (tokens * kv_heads);
+  // No split once the (token, kv head) blocks fill the 132 SMs of an H200; below, about two blocks per SM, but at
+  // least one 64-key tile per split. Measured (bench_kernels --cuda-attention, bench/results/merge-h200): at 64
+  // tokens of 4 kv heads one split takes 34.7 µs against 55.1 for two; at 32 tokens of 8,256 keys two or three
+  // splits beat four (185 against 207 µs); one token of 8,256 keys is fastest at 64 splits (21.8 µs).
+  constexpr int64_t kSms = 132;
+  const int64_t blocks = tokens * kv_heads;
+  if (blocks >= kSms) return 1;
+  const int64_t want = (2 * kSms + blocks - 1) / blocks;
   return std::max<int64_t>(1, std::min<int64_t>(want, (max_keys + kTileKeys - 1) / kTileKeys));
 }
 
