@@ -8,9 +8,35 @@ namespace sy {
 namespace {
 // The slots of GroupedMoe's own scratch.
 enum Slot : int { kRows, kRowWeights, kExpertIn, kGateUp, kAct, kExpertOut };
+
+// Matrix e [rows, cols] of an expert array whose first matrix is `first`, stored as `q` (QuantView: the matrices'
+// elements one after another; matrix e's block or group scales from e · scale_stride, NVFP4's row scales from
+// e · rows).
+Matrix expert_matrix(const Backend& be, const void* first, const QuantView& q, int64_t e, int64_t rows, int64_t cols) {
+  const int64_t elems = e * rows * cols;
+  Matrix m{.w = first, .q = q};
+  switch (q.format) {
+    case WeightFormat::dense:
+      m.w = weight_at(be, first, elems);
+      break;
+    case WeightFormat::fp8_block:
+      m.w = static_cast<const uint8_t*>(first) + elems;
+      m.q.scales += e * q.scale_stride;
+      break;
+    case WeightFormat::int4_group:
+    case WeightFormat::nvfp4: {
+      const int64_t scale_bytes = q.format == WeightFormat::int4_group ? 2 : 1;  // bf16 or e4m3
+      m.w = static_cast<const uint8_t*>(first) + elems / 2;
+      m.q.group_scales = static_cast<const uint8_t*>(q.group_scales) + e * q.scale_stride * scale_bytes;
+      if (q.row_scales != nullptr) m.q.row_scales += e * rows;
+      break;
+    }
+  }
+  return m;
+}
 }  // namespace
 
-void GroupedMoe::run(const MoeExpertsArgs& c) {
+void GroupedMoe::run(const MoeExpertsArgs& c, const ExpertLinear& linear) {
   Backend& be = backend_;
   const int64_t T = c.tokens, K = c.top_k, TK = T * K;
   const auto pairs = static_cast<size_t>(TK), E = static_cast<size_t>(c.n_experts);
@@ -42,6 +68,10 @@ void GroupedMoe::run(const MoeExpertsArgs& c) {
   float* gate_up = scratch_.get<float>(kGateUp, max_rows * 2 * c.inter);
   float* act = scratch_.get<float>(kAct, max_rows * c.inter);
   float* ye = scratch_.get<float>(kExpertOut, max_rows * c.hidden);
+  const auto product = [&](const float* x, const Matrix& w, float* y, int64_t m, int64_t n, int64_t k) {
+    if (linear) return linear(x, w, y, m, n, k);
+    be.linear(x, w, nullptr, y, m, n, k);
+  };
   be.zero(c.out, static_cast<size_t>(T * c.hidden) * sizeof(float));
   for (size_t e = 0; e < E; ++e) {
     const int64_t begin = offsets_[e], n = offsets_[e + 1] - begin;
@@ -49,9 +79,10 @@ void GroupedMoe::run(const MoeExpertsArgs& c) {
     const auto ei = static_cast<int64_t>(e);
     be.mark(Phase::experts);
     be.gather_rows(c.x, d_rows + begin, xe, n, c.hidden);
-    be.linear(xe, weight_at(be, c.gate_up, ei * 2 * c.inter * c.hidden), nullptr, gate_up, n, 2 * c.inter, c.hidden);
+    product(xe, expert_matrix(be, c.gate_up, c.gate_up_q, ei, 2 * c.inter, c.hidden), gate_up, n, 2 * c.inter,
+            c.hidden);
     be.silu_mul(gate_up, act, n, c.inter);
-    be.linear(act, weight_at(be, c.down, ei * c.hidden * c.inter), nullptr, ye, n, c.hidden, c.inter);
+    product(act, expert_matrix(be, c.down, c.down_q, ei, c.hidden, c.inter), ye, n, c.hidden, c.inter);
     be.mark(Phase::combine);
     be.scatter_add_rows(c.out, d_rows + begin, d_row_w + begin, ye, n, c.hidden);
   }

@@ -1,6 +1,7 @@
 // dtype names, sizes and conversions.
 #include "base/dtype.h"
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -82,6 +83,12 @@ float f8_e4m3_to_f32(uint8_t v) {
 }
 
 float f8_e5m2_to_f32(uint8_t v) { return f16_to_f32(uint16_t(v) << 8); }
+
+float f4_e2m1_to_f32(uint8_t v) {
+  static constexpr std::array<float, 8> kMagnitude = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float m = kMagnitude[v & 0x7u];
+  return v & 0x8u ? -m : m;
+}
 
 namespace {
 // Element i of an array that may sit at any byte offset (a safetensors tensor need not be aligned to its

@@ -37,6 +37,8 @@ float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float f8_e4m3_to_f32(uint8_t v);
 float f8_e5m2_to_f32(uint8_t v);
+// The low 4 bits of v as FP4 E2M1 (NVFP4's elements): bit 3 the sign, bits 0-2 index 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+float f4_e2m1_to_f32(uint8_t v);
 
 // Converts n elements of a floating dtype (f32, f16, bf16, f8_*, f64) to fp32. Precondition: is_float(t).
 void convert_to_f32(const void* src, DType t, float* dst, size_t n);

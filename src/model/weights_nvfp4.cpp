@@ -1,7 +1,6 @@
 // NVFP4 weights of NVIDIA ModelOpt checkpoints (../shared/quant-formats.md, C), checked against their config
 // and dequantised at load: W[r, k] = e2m1(nibble k of row r) · e4m3(weight_scale[r, k / g]) · weight_scale_2,
 // element 2j in the low nibble of byte j, 2j + 1 in the high one.
-#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -15,10 +14,6 @@ namespace sy {
 namespace {
 
 constexpr const char* kForm = "NVIDIA ModelOpt NVFP4 (hf_quant_config.json quant_algo \"NVFP4\")";
-
-// E2M1: bit 3 the sign, bits 0-2 the magnitude's index.
-constexpr std::array<float, 16> kE2m1 = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                         -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
 // A per-tensor F32 scale: shape [] or [1], finite and positive.
 float read_scalar(const TensorInfo& t, const std::string& weight) {
@@ -107,7 +102,7 @@ void WeightLoader::fill_nvfp4(const std::string& name, const Shape& shape, const
     for (int64_t j = 0; j < cols; ++j) {
       const int64_t k = col0 + j;
       const uint8_t nibble = (row[k / 2] >> (4 * (k % 2))) & 0xF;
-      o[j] = kE2m1[nibble] * (f8_e4m3_to_f32(s[k / g]) * global);
+      o[j] = f4_e2m1_to_f32(nibble) * (f8_e4m3_to_f32(s[k / g]) * global);
     }
   }
   upload_staging(dst, static_cast<size_t>(rows * cols), target);

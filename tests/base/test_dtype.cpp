@@ -106,6 +106,16 @@ TEST(DType, F8E4M3KnownValues) {
   EXPECT_EQ(f8_e4m3_to_f32(0x78), 256.0f);  // exponent 15 is finite apart from mantissa 7
 }
 
+// E2M1 (NVFP4): every code, by the OCP MX definition (bias 1, one mantissa bit, exponent 0 subnormal: 0 and 0.5).
+TEST(DType, F4E2M1EveryCode) {
+  const float magnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  for (uint8_t v = 0; v < 16; ++v) {
+    EXPECT_EQ(f4_e2m1_to_f32(v), v & 8 ? -magnitude[v & 7] : magnitude[v & 7]) << int(v);
+    EXPECT_EQ(std::signbit(f4_e2m1_to_f32(v)), (v & 8) != 0) << int(v);
+    EXPECT_EQ(f4_e2m1_to_f32(uint8_t(v | 0xF0)), f4_e2m1_to_f32(v)) << "only the low 4 bits are read";
+  }
+}
+
 TEST(DType, F8E5M2KnownValues) {
   EXPECT_EQ(f8_e5m2_to_f32(0x3c), 1.0f);
   EXPECT_EQ(f8_e5m2_to_f32(0x7b), 57344.0f);

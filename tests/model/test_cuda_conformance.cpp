@@ -1,7 +1,7 @@
 // The CUDA backend on every fixture, against the CPU backend in bf16 emulation (cpu-bf16: the same
-// bf16 rounding of weights, matrix-product inputs, embedding rows and KV cache, fp32 accumulation and
-// fp32 routers), with the fixture's prompts batched and chunked as in serving: identical greedy tokens
-// and logits within kLogitTolerance.
+// bf16 rounding of weights, matrix-product inputs, embedding rows and KV cache, the same 4-bit weights kept
+// and widened exactly or to bf16 as each GPU path does, fp32 accumulation and fp32 routers), with the fixture's prompts
+// batched and chunked as in serving: identical greedy tokens and logits within kLogitTolerance.
 //
 // Why against cpu-bf16 and not the transformers fp32 reference directly: bf16 rounding moves hidden
 // states by about 2^-9 relative, and the tiny random fixtures have router top-k gaps down to ~1e-3,

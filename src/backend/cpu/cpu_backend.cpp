@@ -1,4 +1,5 @@
 // CPU backend: host memory and the kernels in kernels/cpu.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -8,7 +9,9 @@
 
 #include "backend/backend.h"
 #include "backend/grouped_moe.h"
+#include "backend/quant_paths.h"
 #include "base/check.h"
+#include "kernels/e4m3.h"
 
 namespace sy {
 
@@ -40,10 +43,37 @@ const float* f32(const void* p) { return static_cast<const float*>(p); }
 // fp32 on both, so the two differ only in summation order: the oracle for GPU conformance. The KV cache's
 // values follow kv_dtype(): bf16 rounds them as they are written (the sparse indexer's keys too, which the GPU
 // keeps in bf16 whatever the KV dtype); with f8_e4m3 the kernels round K and V through E4M3 (KvQuant).
+// 4-bit matrices (int4_group, nvfp4) are kept as stored where the CUDA backend keeps them (keeps_four_bit) and
+// widened as its paths widen them: exactly for its GEMVs, to bf16 for its cuBLAS and grouped GEMMs (quant_paths.h).
+float round_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
+
 std::vector<float> rounded(const float* p, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = bf16_to_f32(f32_to_bf16(p[i]));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = round_bf16(p[i]);
   return v;
+}
+
+// A 4-bit matrix [rows, cols] (QuantView int4_group or nvfp4) in fp32, exactly: element c of row r is nibble c % 2
+// (the low one first) of byte (r · cols + c) / 2 times its group's scale: (nibble − 8) · bf16 scale, or
+// e2m1(nibble) · (e4m3 scale · row_scales[r]), multiplied in that order as the CUDA kernels do.
+std::vector<float> dequantised_q4(const Matrix& w, int64_t rows, int64_t cols) {
+  const QuantView& q = w.q;
+  const auto* bytes = static_cast<const uint8_t*>(w.w);
+  const bool int4 = q.format == WeightFormat::int4_group;
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g * q.block_cols < cols; ++g) {
+      const int64_t s = r * q.scale_cols + g;
+      const float scale = int4 ? bf16_to_f32(static_cast<const uint16_t*>(q.group_scales)[s])
+                               : f8_e4m3_to_f32(static_cast<const uint8_t*>(q.group_scales)[s]) * q.row_scales[r];
+      for (int64_t c = g * q.block_cols; c < std::min(cols, (g + 1) * q.block_cols); ++c) {
+        const auto nibble = static_cast<uint8_t>((bytes[(r * cols + c) / 2] >> (4 * (c % 2))) & 0xF);
+        const float v = int4 ? static_cast<float>(static_cast<int>(nibble) - 8) : f4_e2m1_to_f32(nibble);
+        out[static_cast<size_t>(r * cols + c)] = v * scale;
+      }
+    }
+  }
+  return out;
 }
 
 class CpuBackend final : public Backend {
@@ -110,6 +140,38 @@ class CpuBackend final : public Backend {
     const auto br = bias ? rounded(f32(bias), n) : std::vector<float>{};
     cpu::linear(xr.data(), wr.data(), bias ? br.data() : nullptr, y, m, n, k);
   }
+  using Backend::linear;
+  bool keeps_quantised(WeightFormat format, int64_t rows, int64_t cols, int64_t block_rows,
+                       int64_t block_cols) const override {
+    switch (format) {
+      case WeightFormat::dense:
+      case WeightFormat::fp8_block:  // dequantised at load: the GPU's FP8 paths quantise activations too
+        return false;
+      case WeightFormat::int4_group:
+      case WeightFormat::nvfp4:
+        return bf16_ && keeps_four_bit(rows, cols, block_rows, block_cols);
+    }
+    return false;
+  }
+  void linear_quant(const float* x, const Matrix& w, WeightPtr bias, float* y, int64_t m, int64_t n,
+                    int64_t k) override {
+    linear_q4(x, w, bias, y, m, n, k, /*exact=*/m <= kQuantGemvMaxRows);
+  }
+  // The CUDA generator's values (cuda::fill_random_q4): byte i is bits 24-31 of mix64(seed ^ mix64(i)).
+  void fill_random_q4(const RandomQ4Args& a) override {
+    SY_CHECK(a.format == WeightFormat::int4_group || a.format == WeightFormat::nvfp4,
+             "fill_random_q4: format {} is not a 4-bit form", static_cast<int>(a.format));
+    auto* bytes = static_cast<uint8_t*>(a.dst);
+    for (int64_t i = 0; i < a.n_bytes; ++i) {
+      bytes[i] = static_cast<uint8_t>(mix64(a.seed ^ mix64(static_cast<uint64_t>(i))) >> 24);
+    }
+    if (a.format == WeightFormat::int4_group) {
+      std::fill_n(static_cast<uint16_t*>(a.group_scales), a.n_groups, f32_to_bf16(a.group_scale));
+    } else {
+      std::fill_n(static_cast<uint8_t*>(a.group_scales), a.n_groups, f32_to_e4m3_satfinite(a.group_scale));
+    }
+    std::fill_n(a.row_scales, a.n_rows, a.row_scale);
+  }
   void linear_f32(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) override {
     cpu::linear(x, w, nullptr, y, m, n, k);
   }
@@ -150,7 +212,14 @@ class CpuBackend final : public Backend {
                         int64_t dim) override {
     cpu::scatter_add_rows(dst, rows, weights, src, n, dim);
   }
-  void moe_experts(const MoeExpertsArgs& c) override { grouped_moe_.run(c); }
+  // 4-bit experts are widened as the CUDA backend's routed-expert path for this many pairs widens them.
+  void moe_experts(const MoeExpertsArgs& c) override {
+    if (!c.gate_up_q.four_bit()) return grouped_moe_.run(c);
+    const bool exact = c.tokens * c.top_k <= kMoeSmallBatchPairs;
+    grouped_moe_.run(c, [&](const float* x, const Matrix& w, float* y, int64_t m, int64_t n, int64_t k) {
+      linear_q4(x, w, nullptr, y, m, n, k, exact);
+    });
+  }
   void grouped_topk(const GroupedTopkArgs& a) override { cpu::grouped_topk(a); }
   void add(float* y, const float* x, int64_t n) override { cpu::add(y, x, n); }
   // In place (the logits are host memory), a row per thread: each row has its own draw.
@@ -197,6 +266,25 @@ class CpuBackend final : public Backend {
   // Values written to a KV cache that the CUDA backend holds in bf16 (or that --kv-dtype bf16 asks for) are rounded
   // to bf16 here; E4M3 ones are rounded by the kernels.
   bool rounds_kv_to_bf16(const KvQuant& q) const { return !q.e4m3 && (bf16_ || kv_dtype_ == DType::bf16); }
+
+  // linear with a kept 4-bit matrix as the CUDA backend computes it: x and the bias rounded to bf16, the weights
+  // dequantised in fp32, exactly (`exact`: its GEMVs widen them in registers) or then rounded to bf16 (its cuBLAS
+  // and grouped GEMMs read them widened to bf16).
+  void linear_q4(const float* x, const Matrix& w, WeightPtr bias, float* y, int64_t m, int64_t n, int64_t k,
+                 bool exact) {
+    SY_CHECK(bf16_ && w.q.four_bit(),
+             "cpu linear: a [{}, {}] matrix in format {}, which this backend does not keep (only cpu-bf16 keeps 4-bit "
+             "forms)",
+             n, k, static_cast<int>(w.q.format));
+    if (m == 0 || n == 0) return;
+    std::vector<float> wd = dequantised_q4(w, n, k);
+    if (!exact) {
+      for (float& v : wd) v = round_bf16(v);
+    }
+    const auto xr = rounded(x, m * k);
+    const auto br = bias ? rounded(f32(bias), n) : std::vector<float>{};
+    cpu::linear(xr.data(), wd.data(), bias ? br.data() : nullptr, y, m, n, k);
+  }
 
   bool bf16_;
   DType kv_dtype_;  // the values K and V hold (storage is fp32)

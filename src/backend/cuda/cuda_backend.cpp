@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "backend/grouped_moe.h"
+#include "backend/quant_paths.h"
 #include "backend/scratch.h"
 #include "base/check.h"
 #include "kernels/cuda/mla_ops.cuh"
@@ -172,22 +173,23 @@ class CudaBackend final : public Backend {
         return rows > 0 && block_rows > 0 && cols % 16 == 0 && block_cols % 16 == 0;
       case WeightFormat::int4_group:
       case WeightFormat::nvfp4:
-        return rows > 0 && block_rows == 1 && cols % 32 == 0 && block_cols > 0 && block_cols % 16 == 0;
+        return keeps_four_bit(rows, cols, block_rows, block_cols);
     }
     return false;
   }
-  // Up to 4 rows the FP8 and 4-bit GEMVs read each weight byte once (measured on H200, Qwen3-30B-A3B-FP8 at 8
-  // rows: the GEMV's x reads and register pressure (211 registers, one block per SM) made its attention phase
-  // 5.7 ms per step against 4.2 for BF16 on cuBLAS). Up to kFp8TensorCoreRows rows, block-FP8 with 128-column
-  // blocks takes the FP8 tensor cores (x quantised per row and 128 columns); more rows, and other forms, widen the
-  // matrix to bf16 in scratch and take cuBLAS.
+  // Up to kQuantGemvMaxRows (4) rows the FP8 and 4-bit GEMVs read each weight byte once (measured on H200,
+  // Qwen3-30B-A3B-FP8 at 8 rows: the GEMV's x reads and register pressure (211 registers, one block per SM) made its
+  // attention phase 5.7 ms per step against 4.2 for BF16 on cuBLAS). Up to kFp8TensorCoreRows rows, block-FP8 with
+  // 128-column blocks takes the FP8 tensor cores (x quantised per row and 128 columns); more rows, and other forms,
+  // widen the matrix to bf16 in scratch and take cuBLAS.
   void linear_quant(const float* x, const Matrix& w, WeightPtr bias, float* y, int64_t m, int64_t n,
                     int64_t k) override {
     SY_CHECK(!w.q.dense(), "CUDA linear_quant: a dense [{}, {}] matrix", n, k);
     if (m == 0 || n == 0) return;
     const auto* q = static_cast<const uint8_t*>(w.w);
     const bool fp8 = w.q.format == WeightFormat::fp8_block;
-    if (m <= 4 && aligned16(q) && (fp8 ? cuda::gemv_fp8_supported(m, k, w.q) : cuda::gemv_q4_supported(m, k, w.q))) {
+    if (m <= kQuantGemvMaxRows && aligned16(q) &&
+        (fp8 ? cuda::gemv_fp8_supported(m, k, w.q) : cuda::gemv_q4_supported(m, k, w.q))) {
       bf16_bits* xb = scratch_.get<bf16_bits>(kXBf16, m * k);
       cuda::f32_to_bf16(x, xb, m * k, stream_);
       if (fp8) return cuda::gemv_fp8(xb, q, w.q, bf(bias), y, m, n, k, stream_);
@@ -385,10 +387,6 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // Measured on H200 (bench_kernels --cuda-moe, Qwen3-30B-A3B experts, captured): the per-pair GEMVs win
-  // at 8 and 16 pairs (34 vs 44 µs, 53 vs 56 µs), the grouped path from 32 (85 vs 92 µs; at 80 pairs 144
-  // vs 204 µs), as soon as pairs start sharing experts.
-  static constexpr int64_t kSmallBatchPairs = 16;
   // Block-FP8 on the FP8 tensor cores against the same bytes widened to bf16 (measured on H200, bench_kernels
   // --cuda-fp8, Qwen3-30B-A3B shapes, bench/results/fp8-tc-h200/): dense projections 10-13 µs against 17-18
   // up to 32 rows, slower from 128 (q/k/v 35 against 19 µs; the widened product's cuBLAS runs near the matrix rate
@@ -397,7 +395,7 @@ class CudaBackend final : public Backend {
   static constexpr int64_t kFp8TensorCoreRows = 64;
   static constexpr int kFp8TensorCoreTileM = 32;
   static bool small_batch(const MoeExpertsArgs& c) {
-    return c.tokens * c.top_k <= kSmallBatchPairs && cuda::moe_small_batch_supported(c);
+    return c.tokens * c.top_k <= kMoeSmallBatchPairs && cuda::moe_small_batch_supported(c);
   }
 
   // The partials of `splits` key splits of `heads` (token, head) outputs of `dim` values (scratch).
