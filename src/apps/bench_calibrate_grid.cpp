@@ -26,7 +26,7 @@ const std::vector<int64_t> kVocabs = {4096, 32000, 129280, 151936, 163840};
 
 // A model's shapes, from its config.json.
 struct ModelShapes {
-  const char* source;
+  const char* source = "";
   int64_t hidden = 0;
   int64_t n_heads = 0, kv_heads = 0, head_dim = 0;  // GQA (MLA: kv_lora_rank > 0)
   int64_t dense_inter = 0;                          // dense FFN layers (intermediate_size); 0: none

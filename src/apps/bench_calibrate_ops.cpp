@@ -509,9 +509,11 @@ double time_prepared(Backend& be, const Prepared& p, const TimingPolicy& t) {
   be.synchronize();
   const double once = us_since(t0);
   std::vector<double> per_call;
-  int calls = 1;
+  int calls = 1, repeats = t.repeats;
   if (once >= t.batch_us) {
-    per_call.push_back(once);  // one call fills a batch: launch costs are small against it
+    // One call fills a batch: launch costs are small against it, and three of them agree closely.
+    per_call.push_back(once);
+    repeats = std::min(repeats, 3);
   } else {
     calls = static_cast<int>(std::clamp(std::ceil(t.batch_us / std::max(once, 0.01)), 1.0, double(t.max_calls)));
     if (t.graphs && p.capturable && be.can_capture()) {
@@ -522,7 +524,7 @@ double time_prepared(Backend& be, const Prepared& p, const TimingPolicy& t) {
       }
     }
   }
-  while (static_cast<int>(per_call.size()) < t.repeats) {
+  while (static_cast<int>(per_call.size()) < repeats) {
     t0 = BenchClock::now();
     for (int i = 0; i < calls; ++i) p.issue();
     be.synchronize();

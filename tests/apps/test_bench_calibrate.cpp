@@ -152,23 +152,16 @@ TEST(BenchCalibrate, RefusesBadFlagsBeforeMeasuring) {
   const fs::path dir = fs::temp_directory_path() / "sy_calibrate_bad";
   fs::remove_all(dir);
   const std::string missing = (dir / "no-such-folder" / "p.json").string();
-  const struct {
-    std::string args, message;
-  } cases[] = {
-      {"--device tpu --out p.json", "--device must be cpu or cuda, got 'tpu'"},
-      {"--device cpu --out " + missing,
-       "--out " + missing + ": the folder " + (dir / "no-such-folder").string() + " does not exist"},
-      {"--device cpu --ranks 0 --out p.json", "--ranks: Value 0 not in range 1"},
-      {"--device cpu", "--out is required"},
-      {"--device cpu --out p.json --max-seconds nan", "--max-seconds"},
-  };
-  for (const auto& c : cases) {
-    const auto r = test::run_switchyard("bench calibrate " + c.args);
-    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
-    EXPECT_EQ(test::error_lines(r.out), 1) << c.args << "\n" << r.out;
-    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
-    EXPECT_EQ(r.out.find("bench calibrate:"), std::string::npos) << c.args << "\n" << r.out;
-  }
+  test::expect_refused("bench calibrate",
+                       {
+                           {"--device tpu --out p.json", "--device must be cpu or cuda, got 'tpu'"},
+                           {"--device cpu --out " + missing, "--out " + missing + ": the folder " +
+                                                                 (dir / "no-such-folder").string() + " does not exist"},
+                           {"--device cpu --ranks 0 --out p.json", "--ranks: Value 0 not in range 1"},
+                           {"--device cpu", "--out is required"},
+                           {"--device cpu --out p.json --max-seconds nan", "--max-seconds"},
+                       },
+                       "bench calibrate:");
   EXPECT_FALSE(fs::exists(dir));
   EXPECT_FALSE(fs::exists("p.json"));
 }
