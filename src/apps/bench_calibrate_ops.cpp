@@ -18,6 +18,7 @@
 #include <map>
 #include <new>
 #include <random>
+#include <string_view>
 
 #include "apps/bench_calibrate.h"
 #include "apps/bench_timing.h"
@@ -602,6 +603,11 @@ std::vector<OpTable> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid
           continue;
         } catch (const std::bad_alloc&) {
           skip(point, "the allocation failed (out of memory)");
+          continue;
+        } catch (const Error& e) {
+          // The backend's own scratch for the op (outside the limit above) may not fit either.
+          if (std::string_view(e.what()).find("out of memory") == std::string_view::npos) throw;
+          skip(point, e.what());
           continue;
         }
         table.points.push_back({.dims = recorded, .us = us});
