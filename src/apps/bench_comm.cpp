@@ -2,7 +2,6 @@
 // bandwidth at the sizes a model's decode and prefill steps reduce and over a size sweep, and EP dispatch /
 // combine exchanged exactly as the model exchanges them, next to a plain all-to-all of the same bytes.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench_timing.h"
 #include "apps/commands.h"
 #include "apps/launch.h"
 #include "arch/model_desc.h"
@@ -35,14 +35,6 @@ struct CommOptions {
   uint64_t seed = 0;
   std::string json;
 };
-
-using Clock = std::chrono::steady_clock;
-double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 // "4096", "4K", "4KiB", "256M", "1G" (binary multiples).
 int64_t parse_bytes(const std::string& flag, const std::string& text) {
@@ -113,33 +105,6 @@ struct CommRank {
   const CommOptions& o;
 };
 
-// Per iteration the slowest rank's time (the collective is done when the last rank is), then the median.
-double slowest_median(Communicator& world, const std::vector<double>& mine) {
-  const auto n = static_cast<int64_t>(mine.size());
-  std::vector<double> all(mine.size() * static_cast<size_t>(world.size()));
-  world.all_gather(mine.data(), all.data(), n, DType::f64);
-  std::vector<double> slowest(mine.size(), 0.0);
-  for (size_t r = 0; r < static_cast<size_t>(world.size()); ++r) {
-    for (size_t i = 0; i < mine.size(); ++i) slowest[i] = std::max(slowest[i], all[r * mine.size() + i]);
-  }
-  return median(slowest);
-}
-
-// Random f32 values (never zeros) in backend memory.
-std::unique_ptr<DeviceBuffer> random_floats(Backend& be, int64_t n, uint64_t seed) {
-  auto buf = be.alloc(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float));
-  std::vector<float> host(static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 20)));
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal;
-  for (auto& v : host) v = normal(rng);
-  for (int64_t done = 0; done < n;) {
-    const int64_t chunk = std::min<int64_t>(n - done, static_cast<int64_t>(host.size()));
-    be.copy_to_device(buf->as<float>() + done, host.data(), static_cast<size_t>(chunk) * sizeof(float));
-    done += chunk;
-  }
-  return buf;
-}
-
 struct AllReduceRow {
   std::string label;
   std::optional<int64_t> tokens;
@@ -150,17 +115,11 @@ struct AllReduceRow {
 // In-place all-reduce of `bytes`, from the same data every iteration.
 AllReduceRow time_all_reduce(const CommRank& r, int64_t bytes, const DeviceBuffer& source, DeviceBuffer& work) {
   const int64_t count = bytes / 4;
-  std::vector<double> us;
-  for (int i = 0; i < r.o.warmup + r.o.iters; ++i) {
-    r.backend.copy_on_device(work.data(), source.data(), static_cast<size_t>(bytes));
-    r.backend.synchronize();
-    r.world.barrier();
-    const auto t0 = Clock::now();
-    r.comm.all_reduce(r.group, work.as<float>(), count);
-    r.backend.synchronize();
-    if (i >= r.o.warmup) us.push_back(us_since(t0));
-  }
-  AllReduceRow row{.bytes = bytes, .us = slowest_median(r.world, us)};
+  const double us = time_collective(
+      r.world, r.backend, r.o.warmup, r.o.iters,
+      [&] { r.backend.copy_on_device(work.data(), source.data(), static_cast<size_t>(bytes)); },
+      [&] { r.comm.all_reduce(r.group, work.as<float>(), count); });
+  AllReduceRow row{.bytes = bytes, .us = us};
   const double n = r.group.size();
   row.algbw = static_cast<double>(bytes) / (row.us * 1e-6) / 1e9;
   row.busbw = row.algbw * 2.0 * (n - 1.0) / n;  // nccl-tests' bus bandwidth of an all-reduce
@@ -264,7 +223,7 @@ EpRow bench_ep(const CommRank& r, const ModelDesc& shape, int64_t tokens) {
     const bool timed = i >= r.o.warmup;
     r.backend.synchronize();
     r.world.barrier();
-    const auto t0 = Clock::now();
+    const auto t0 = BenchClock::now();
     const std::vector<int64_t> counts = r.comm.exchange_counts(r.group, send_rows);
     const double t_counts = us_since(t0);
     SY_CHECK(counts == recv_rows, "rank {}: the row counts changed between iterations", r.world.rank());
@@ -279,7 +238,7 @@ EpRow bench_ep(const CommRank& r, const ModelDesc& shape, int64_t tokens) {
     const double t_step = us_since(t0);
 
     r.world.barrier();
-    const auto t1 = Clock::now();
+    const auto t1 = BenchClock::now();
     r.comm.all_to_all_v(r.group, a2a_send->data(), equal, a2a_recv->data(), equal, DType::f32);
     r.backend.synchronize();
     const double t_a2a = us_since(t1);

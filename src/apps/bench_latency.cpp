@@ -2,7 +2,6 @@
 // (and compute) floor of each step from design.md, the ratio "% of limit", and where the time goes. With a
 // layout every rank runs the same engine steps (the model is collective) and rank 0 reports.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -10,6 +9,7 @@
 #include <optional>
 #include <random>
 
+#include "apps/bench_timing.h"
 #include "apps/commands.h"
 #include "apps/launch.h"
 #include "base/check.h"
@@ -48,31 +48,6 @@ struct BenchRank {
   bool reports() const { return world == nullptr || world->rank() == 0; }
 };
 
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-// Device copy bandwidth in bytes/s, counting bytes read plus bytes written; median of 9 after warm-up.
-double measure_copy_bandwidth(Backend& be) {
-  const size_t bytes = be.device() == Device::cpu ? (size_t(256) << 20) : (size_t(1) << 30);
-  auto a = be.alloc(bytes), b = be.alloc(bytes);
-  be.fill_random_normal(
-      {.dst = a->data(), .n = static_cast<int64_t>(bytes / dtype_size(be.weight_dtype())), .seed = 1});
-  std::vector<double> t;
-  for (int i = 0; i < 12; ++i) {
-    be.synchronize();
-    const auto t0 = Clock::now();
-    be.copy_on_device(b->data(), a->data(), bytes);
-    be.synchronize();
-    if (i >= 3) t.push_back(ms_since(t0));
-  }
-  return 2.0 * static_cast<double>(bytes) / (median(t) * 1e-3);
-}
-
 // Matrix-product rate in FLOP/s through the backend's own linear (its weight type, fp32 accumulation).
 double measure_matrix_rate(Backend& be) {
   const int64_t n = be.device() == Device::cpu ? 1024 : 8192;
@@ -88,7 +63,7 @@ double measure_matrix_rate(Backend& be) {
   std::vector<double> t;
   for (int i = 0; i < 8; ++i) {
     be.synchronize();
-    const auto t0 = Clock::now();
+    const auto t0 = BenchClock::now();
     be.linear(x->as<float>(), w->data(), nullptr, y->as<float>(), n, n, n);
     be.synchronize();
     if (i >= 2) t.push_back(ms_since(t0));
@@ -164,7 +139,7 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   be.set_profiling(true);
   be.take_phase_times();
   add_prompts(1);
-  const auto p0 = Clock::now();
+  const auto p0 = BenchClock::now();
   engine.run();
   be.synchronize();
   r.prefill_eager_ms = ms_since(p0);
@@ -178,7 +153,7 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   // The ranks start the clock together: the first step's collectives would otherwise count the time the
   // others took to set up.
   if (world != nullptr) world->barrier();
-  const auto t0 = Clock::now();
+  const auto t0 = BenchClock::now();
   while (!all_prefilled()) engine.step();
   be.synchronize();
   r.prefill_ms = ms_since(t0);
@@ -206,7 +181,7 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   std::vector<double> touched(info.cost.moe_layers.size(), 0.0);
   int counted_steps = 0;
   while (!engine.scheduler().idle() && static_cast<int>(eager_ms.size()) < kProfiledSteps) {
-    const auto s0 = Clock::now();
+    const auto s0 = BenchClock::now();
     engine.step();
     be.synchronize();
     eager_ms.push_back(ms_since(s0));
@@ -221,7 +196,7 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   const double sampling = engine.sampling_ms() - sampling0;
   be.set_profiling(false);
   while (!engine.scheduler().idle()) {
-    const auto s0 = Clock::now();
+    const auto s0 = BenchClock::now();
     engine.step();
     be.synchronize();
     step_ms.push_back(ms_since(s0));
@@ -286,7 +261,7 @@ nlohmann::json phase_json(const PhaseTimes& t) {
 
 int bench_latency(const BenchOptions& o, const BenchRank& rank) {
   auto backend = make_backend(rank.device, parse_kv_dtype(o.kv_dtype));
-  const auto t_load = Clock::now();
+  const auto t_load = BenchClock::now();
   auto model = load_model({.dir = o.model,
                            .random_weights = o.random_weights,
                            .seed = o.seed,

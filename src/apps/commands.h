@@ -34,6 +34,9 @@ CommandMain add_serve_command(CLI::App& app, Launch& launch);
 // ranks of a launch, each started by itself or by mpirun as generate is.
 CommandMain add_bench_latency_command(CLI::App& bench_cmd, Launch& launch);
 CommandMain add_bench_comm_command(CLI::App& bench_cmd, Launch& launch);
+// bench calibrate: every op, the step costs and the collectives timed on this machine, written as the planner's
+// machine profile (one rank, or the ranks of a launch as bench comm).
+CommandMain add_bench_calibrate_command(CLI::App& bench_cmd, Launch& launch);
 // bench tokenize: encoding throughput of the model's tokenizer on one core, and its load time.
 CommandMain add_bench_tokenize_command(CLI::App& bench_cmd);
 // bench serve: an HTTP load generator against any OpenAI-compatible server (links no engine code).

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   const sy::CommandMain bench_latency = sy::add_bench_latency_command(*bench, launch);
   const sy::CommandMain bench_comm = sy::add_bench_comm_command(*bench, launch);
+  const sy::CommandMain bench_calibrate = sy::add_bench_calibrate_command(*bench, launch);
   const sy::CommandMain bench_tokenize = sy::add_bench_tokenize_command(*bench);
   const sy::CommandMain bench_serve = sy::add_bench_serve_command(*bench);
   const sy::CommandMain bench_soak = sy::add_bench_soak_command(*bench);
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("serve")) return serve();
     if (bench->got_subcommand("latency")) return bench_latency();
     if (bench->got_subcommand("comm")) return bench_comm();
+    if (bench->got_subcommand("calibrate")) return bench_calibrate();
     if (bench->got_subcommand("tokenize")) return bench_tokenize();
     if (bench->got_subcommand("serve")) return bench_serve();
     if (bench->got_subcommand("soak")) return bench_soak();

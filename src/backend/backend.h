@@ -77,11 +77,15 @@ struct MemoryInfo {
 
 // The host's memory from /proc/meminfo: MemAvailable (free) and MemTotal. Throws sy::Error when unreadable.
 MemoryInfo host_memory_info();
+// The host CPU's model name from /proc/cpuinfo ("model name", or "CPU part" on Arm), or "unknown CPU".
+std::string host_cpu_name();
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
+  // What the device is, for reports: the GPU's name (CUDA), host_cpu_name() (CPU).
+  virtual std::string device_name() const { return device() == Device::cpu ? host_cpu_name() : "unknown device"; }
   // Free and total memory of the device now (CPU: host_memory_info(); CUDA: cudaMemGetInfo), for sizing
   // the KV cache from what is left after weights and workspace.
   virtual MemoryInfo memory_info() const = 0;

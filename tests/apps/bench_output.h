@@ -1,6 +1,9 @@
 // Reading what the benchmarks print (run through common/run_switchyard.h): the tables of
-// `bench latency` and `bench comm` as columns by header name, their JSON files, the lines that are errors.
+// `bench latency` and `bench comm` as columns by header name, their JSON files, the lines that are errors, and
+// the check that flags are refused before a command starts.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <array>
 #include <cstdio>
@@ -87,6 +90,25 @@ inline PhaseTable read_latency_table(const std::string& out, const std::string& 
 inline nlohmann::json read_json(const std::filesystem::path& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in, nullptr, false);
+}
+
+// Flags `command` (e.g. "bench comm") refuses before it starts anything.
+struct RefusedFlags {
+  std::string args;
+  std::string message;  // a substring of the one error line
+};
+
+// Each case exits with code 2 and one error line holding its message, and prints nothing of `started` (what the
+// command says once it runs).
+inline void expect_refused(const std::string& command, const std::vector<RefusedFlags>& cases,
+                           const std::string& started) {
+  for (const auto& c : cases) {
+    const auto r = run_switchyard(command + " " + c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
+    EXPECT_EQ(error_lines(r.out), 1) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find(started), std::string::npos) << c.args << "\n" << r.out;
+  }
 }
 
 }  // namespace sy::test

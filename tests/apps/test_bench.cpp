@@ -91,25 +91,19 @@ TEST(BenchLatency, BrokenLayoutIsRefusedBeforeLoading) {
 }
 
 TEST(BenchComm, RefusesWhatItCannotMeasure) {
-  const struct {
-    std::string args, message;
-  } cases[] = {
-      {"--ranks 1", "give --ranks 2 or more (got 1)"},
-      {"", "give --ranks W"},
-      {"--ranks 3 --model " + qwen3(), "the 8 experts of Qwen3MoeForCausalLM cannot be spread evenly over ep 3"},
-      {"--ranks 2 --min-bytes 4X", "--min-bytes '4X' is not a size in bytes"},
-      {"--ranks 2 --min-bytes 6 --max-bytes 64", "must be multiples of 4"},
-      {"--ranks 2 --min-bytes 8K --max-bytes 4K", "--min-bytes 8 KiB exceeds --max-bytes 4 KiB"},
-      {"--ranks 2 --tokens 0", "--tokens must be >= 1, got 0"},
-      {"--ranks 2 --model /nonexistent/model", "/nonexistent/model"},
-  };
-  for (const auto& c : cases) {
-    const auto r = test::run_switchyard("bench comm " + c.args);
-    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
-    EXPECT_EQ(test::error_lines(r.out), 1) << c.args << "\n" << r.out;
-    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
-    EXPECT_EQ(r.out.find("starting"), std::string::npos) << c.args << "\n" << r.out;
-  }
+  test::expect_refused(
+      "bench comm",
+      {
+          {"--ranks 1", "give --ranks 2 or more (got 1)"},
+          {"", "give --ranks W"},
+          {"--ranks 3 --model " + qwen3(), "the 8 experts of Qwen3MoeForCausalLM cannot be spread evenly over ep 3"},
+          {"--ranks 2 --min-bytes 4X", "--min-bytes '4X' is not a size in bytes"},
+          {"--ranks 2 --min-bytes 6 --max-bytes 64", "must be multiples of 4"},
+          {"--ranks 2 --min-bytes 8K --max-bytes 4K", "--min-bytes 8 KiB exceeds --max-bytes 4 KiB"},
+          {"--ranks 2 --tokens 0", "--tokens must be >= 1, got 0"},
+          {"--ranks 2 --model /nonexistent/model", "/nonexistent/model"},
+      },
+      "starting");
 }
 
 }  // namespace

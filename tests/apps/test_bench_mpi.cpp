@@ -1,7 +1,7 @@
 // The benchmarks on two CPU ranks, each started by one command that re-runs itself under mpirun (mpi tier):
 // `bench latency` with a layout runs the engine on every rank and rank 0 alone prints one table whose
 // communication column is positive (and zero on one rank); `bench comm` prints every row with positive
-// times and bandwidths.
+// times and bandwidths; `bench calibrate` writes every collective at group size 2.
 #include <gtest/gtest.h>
 
 #include "apps/bench_output.h"
@@ -116,6 +116,32 @@ TEST(BenchCommMpi, TwoRanksMeasureEveryRow) {
     EXPECT_GE(row["recv_rows_max_over_mean"].get<double>(), 1.0) << row.dump(1);
   }
   fs::remove(json);
+}
+
+TEST(BenchCalibrateMpi, TwoRanksWriteEveryCollective) {
+  const fs::path out = fs::temp_directory_path() / "sy_calibrate_two.json";
+  fs::remove(out);
+  const auto r = test::run_switchyard("bench calibrate --device cpu --ranks 2 --quick --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("starting 2 ranks"), std::string::npos) << r.out;
+  EXPECT_EQ(test::count_lines_starting(r.out, "bench calibrate: cpu"), 1u) << "rank 0 alone reports\n" << r.out;
+  const nlohmann::json j = test::read_json(out);
+  ASSERT_TRUE(j.is_object()) << "rank 0 wrote no profile\n" << r.out;
+  EXPECT_EQ(j["machine"]["ranks"], 2);
+  EXPECT_EQ(j["machine"]["transport"], "mpi");
+  for (const char* kind : {"all_reduce", "all_gather", "all_to_all_v", "send_recv"}) {
+    ASSERT_TRUE(j["collectives"].contains(kind)) << kind << " in " << j["collectives"].dump(1);
+    const auto& t = j["collectives"][kind];
+    EXPECT_EQ(t["dims"], nlohmann::json({"ranks", "bytes"})) << kind;
+    ASSERT_FALSE(t["points"].empty()) << kind;
+    for (const auto& p : t["points"]) {
+      ASSERT_EQ(p.size(), 3u) << kind << ": " << p.dump();
+      EXPECT_EQ(p[0], 2) << kind << ": " << p.dump();
+      EXPECT_GE(p[1].get<int64_t>(), 4096) << kind << ": " << p.dump();
+      EXPECT_GT(p[2].get<double>(), 0.0) << kind << ": " << p.dump();
+    }
+  }
+  fs::remove(out);
 }
 
 }  // namespace

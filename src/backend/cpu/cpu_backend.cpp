@@ -314,6 +314,20 @@ MemoryInfo host_memory_info() {
   return {.free_bytes = static_cast<size_t>(available_kb) * 1024, .total_bytes = static_cast<size_t>(total_kb) * 1024};
 }
 
+std::string host_cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string part;
+  for (std::string line; std::getline(in, line);) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon), value = line.substr(std::min(colon + 2, line.size()));
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    if (key == "model name" && !value.empty()) return value;
+    if (key == "CPU part" && part.empty()) part = "CPU part " + value;
+  }
+  return part.empty() ? "unknown CPU" : part;
+}
+
 std::unique_ptr<Backend> make_cpu_backend(bool emulate_bf16, KvDType kv) {
   return std::make_unique<CpuBackend>(emulate_bf16, kv);
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -84,6 +85,11 @@ class CudaBackend final : public Backend {
   }
 
   Device device() const override { return Device::cuda; }
+  std::string device_name() const override {
+    cudaDeviceProp prop{};
+    check_cuda(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+    return prop.name;
+  }
   // cudaMemGetInfo reports the calling thread's current device, so this backend's is made current first.
   MemoryInfo memory_info() const override {
     MemoryInfo m;

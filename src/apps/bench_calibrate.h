@@ -1,0 +1,144 @@
+// `switchyard bench calibrate`, the parts its files share: the machine profile it writes (the planner's input;
+// README "bench calibrate" has the format), the grid of points each op is timed at (bench_calibrate_grid.cpp), the
+// ops set up and timed through the Backend (bench_calibrate_ops.cpp), the collectives (bench_calibrate_comm.cpp)
+// and the JSON writer (bench_calibrate_json.cpp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "parallel/communicator.h"
+
+namespace sy {
+
+// The integer dims of one point of an op, in the order of its table's "dims".
+using CalibPoint = std::vector<int64_t>;
+
+struct TimedPoint {
+  CalibPoint dims;
+  double us = 0;  // per call
+};
+
+// One entry of "ops": an op's time as a function of its dims.
+struct OpTable {
+  std::string op;
+  std::vector<std::string> dims;
+  std::vector<TimedPoint> points;
+};
+
+// One entry of "collectives": dims ranks (the group size) and bytes.
+struct CollectiveTable {
+  std::string kind;  // all_reduce, all_gather, all_to_all_v, send_recv
+  std::vector<TimedPoint> points;
+};
+
+// A point left out: it did not fit in memory, a smaller one of its series exceeded the cut, or the time budget
+// was spent.
+struct SkippedPoint {
+  std::string op;
+  CalibPoint point;
+  std::string why;
+};
+
+struct MachineSection {
+  std::string device;  // "cuda" or "cpu"
+  std::string name;    // the GPU's name or the CPU's model
+  double memory_gb = 0;
+  std::string host;
+  int cpu_threads = 0;  // OpenMP threads of this rank (the CPU backend's kernels)
+  int ranks = 1;
+  std::string transport;  // "none", "mpi" or "nccl"
+  std::string date;       // ISO 8601 UTC
+  bool quick = false;
+  std::string weight_dtype;  // "bf16" or "f32"
+};
+
+struct StepSection {
+  double launch_us = 0;        // host time to issue one small op eagerly, back to back
+  double sync_us = 0;          // Backend::synchronize with nothing queued
+  double graph_launch_us = 0;  // one captured graph of one tiny op, minus the op; 0 where nothing is captured
+  double copy_to_host_us = 0;  // a 4-byte device-to-host copy
+};
+
+struct CalibrationProfile {
+  MachineSection machine;
+  double copy_gb_s = 0;       // device copy bandwidth, bytes read + written
+  double matrix_tflop_s = 0;  // the rate of the linear point with the most FLOPs
+  StepSection step;
+  std::vector<OpTable> ops;
+  std::vector<CollectiveTable> collectives;
+  std::vector<SkippedPoint> skipped;
+};
+
+// The profile as the JSON contract spells it, and as the text written: one line per point (bench_calibrate_json.cpp).
+nlohmann::ordered_json profile_json(const CalibrationProfile& p);
+std::string profile_text(const CalibrationProfile& p);
+
+// How each point is timed: after warm-up, `repeats` batches of N back-to-back calls (captured as one graph and
+// replayed where the backend can capture), N chosen so that a batch lasts at least batch_us; the median of
+// batch time / N.
+struct TimingPolicy {
+  bool graphs = false;
+  double batch_us = 1000;
+  int repeats = 3;
+  int max_calls = 4096;
+  double cut_us = 50000;  // a call slower than this ends its series (larger points are not timed)
+};
+
+// The points of one op, in series: each series runs from its cheapest point to its dearest, so that a call over
+// the cut skips the rest of it.
+struct OpGrid {
+  std::string op;
+  double weight = 1;  // share of the time budget, against the other ops' weights
+  std::vector<std::vector<CalibPoint>> series;
+};
+
+// The grid of every op on `device` (full, or the quick one that runs in seconds on a small CPU), in the order
+// they are measured (bench_calibrate_grid.cpp).
+std::vector<OpGrid> calibration_grid(Device device, bool quick);
+
+// The ops of the profile, their dims, and the setup of one point (bench_calibrate_ops.cpp).
+struct OpSpec {
+  std::string op;
+  std::vector<std::string> dims;
+};
+const std::vector<OpSpec>& calibrated_ops();
+
+// Every point of `grid` timed on `be` within `seconds` (split over the ops by weight); points that do not fit
+// in memory (`memory_share` of the free memory) or are cut go to `skipped`. rank0 logs progress.
+struct OpsRun {
+  Backend& be;
+  TimingPolicy timing;
+  double seconds = 0;
+  double memory_share = 1;  // of the device's free memory this rank may take (ranks sharing the host)
+  bool log = false;
+};
+std::vector<OpTable> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid, std::vector<SkippedPoint>& skipped);
+
+// launch, sync, graph launch and 4-byte read-back costs (bench_calibrate_ops.cpp).
+StepSection time_step_costs(Backend& be, const TimingPolicy& timing);
+
+// A square linear's rate in FLOP/s, for when the grid timed no linear point.
+double time_matrix_rate(Backend& be, const TimingPolicy& timing);
+
+// The collectives over groups of 2, 4, ... consecutive ranks of `world` (every group of a size at once, as the
+// tp groups of a layout run), bytes 4 KiB .. 64 MiB in steps of 4 (quick: 4 KiB .. 64 KiB); send_recv between
+// ranks 0 and 1 of each pair. Collective over `world` (bench_calibrate_comm.cpp).
+struct CollectivesRun {
+  Communicator& world;
+  Backend& be;
+  std::string device;  // the device name the ranks run ("cpu", "cuda"): NCCL groups for a GPU in an NCCL build
+  bool quick = false;
+};
+struct CollectivesResult {
+  std::vector<CollectiveTable> tables;
+  std::string transport;  // "mpi" or "nccl"
+};
+CollectivesResult time_collectives(const CollectivesRun& run);
+
+}  // namespace sy

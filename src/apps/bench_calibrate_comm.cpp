@@ -1,0 +1,90 @@
+// `bench calibrate`'s collectives: all-reduce, all-gather, all-to-all-v (equal blocks) and the pipeline's send/recv,
+// through the model's own ModelComm, over tp groups of 2, 4, ... consecutive ranks made as a layout makes them
+// (make_rank_groups with --tp g --dp W/g), every group of a size at once.
+//
+// bytes, per rank: all_reduce the buffer reduced; all_gather the gathered result (all ranks' parts together);
+// all_to_all_v what one rank sends in all (bytes/ranks to each rank, itself included); send_recv the message.
+#include <fmt/format.h>
+
+#include "apps/bench_calibrate.h"
+#include "apps/bench_timing.h"
+#include "model/parallel.h"
+#include "parallel/rank_groups.h"
+
+namespace sy {
+
+namespace {
+
+// Group sizes: the powers of two from 2 that divide the world, and the world.
+std::vector<int> group_sizes(int world) {
+  std::vector<int> sizes;
+  for (int g = 2; g < world; g *= 2) {
+    if (world % g == 0) sizes.push_back(g);
+  }
+  sizes.push_back(world);
+  return sizes;
+}
+
+std::vector<int64_t> byte_sizes(bool quick) {
+  std::vector<int64_t> v;
+  for (int64_t b = 4096; b <= (quick ? int64_t{64} << 10 : int64_t{64} << 20); b *= 4) v.push_back(b);
+  return v;
+}
+
+}  // namespace
+
+CollectivesResult time_collectives(const CollectivesRun& run) {
+  Communicator& world = run.world;
+  Backend& be = run.be;
+  const int W = world.size();
+  const int warmup = run.quick ? 1 : 3, iters = run.quick ? 3 : 10;
+  CollectivesResult result{
+      .tables = {{.kind = "all_reduce"}, {.kind = "all_gather"}, {.kind = "all_to_all_v"}, {.kind = "send_recv"}},
+      .transport = "mpi"};
+  std::vector<TimedPoint>& reduce = result.tables[0].points;
+  std::vector<TimedPoint>& gather = result.tables[1].points;
+  std::vector<TimedPoint>& all_to_all = result.tables[2].points;
+  std::vector<TimedPoint>& send_recv = result.tables[3].points;
+  const std::vector<int64_t> sizes = byte_sizes(run.quick);
+  const int64_t largest = sizes.back() / 4;  // floats
+  const auto source = random_floats(be, largest, 11 + static_cast<uint64_t>(world.rank()));
+  auto work = be.alloc(static_cast<size_t>(largest) * sizeof(float));
+  const std::vector<int> sizes_of_groups = group_sizes(W);
+  for (int g : sizes_of_groups) {
+    const RankGroups groups =
+        make_rank_groups(world, Mapping({.tp = g, .dp = W / g, .etp = g, .edp = W / g, .dense_tp = g}), {}, run.device);
+    if (groups.transport == "NCCL") result.transport = "nccl";
+    Communicator& group = *groups.groups->tp;
+    ModelComm comm(be);
+    auto gathered = be.alloc(static_cast<size_t>(largest) * sizeof(float));
+    for (int64_t bytes : sizes) {
+      const int64_t floats = bytes / 4;
+      reduce.push_back({.dims = {g, bytes},
+                        .us = time_collective(
+                            world, be, warmup, iters,
+                            [&] { be.copy_on_device(work->data(), source->data(), static_cast<size_t>(bytes)); },
+                            [&] { comm.all_reduce(group, work->as<float>(), floats); })});
+      const int64_t part = std::max<int64_t>(1, floats / g);
+      gather.push_back({.dims = {g, part * g * 4}, .us = time_collective(world, be, warmup, iters, nullptr, [&] {
+                                                     comm.all_gather(group, source->as<float>(), gathered->as<float>(),
+                                                                     part);
+                                                   })});
+      const std::vector<int64_t> blocks(static_cast<size_t>(g), part);
+      all_to_all.push_back({.dims = {g, part * g * 4}, .us = time_collective(world, be, warmup, iters, nullptr, [&] {
+                                                         comm.all_to_all_v(group, source->data(), blocks,
+                                                                           gathered->data(), blocks, DType::f32);
+                                                       })});
+      if (g != sizes_of_groups.front()) continue;
+      // The pipeline boundary: rank 0 of each group of the smallest size sends to its rank 1.
+      send_recv.push_back({.dims = {2, bytes}, .us = time_collective(world, be, warmup, iters, nullptr, [&] {
+                                                 if (group.rank() == 0)
+                                                   comm.send(group, source->data(), floats, DType::f32, 1);
+                                                 if (group.rank() == 1)
+                                                   comm.recv(group, work->data(), floats, DType::f32, 0);
+                                               })});
+    }
+  }
+  return result;
+}
+
+}  // namespace sy

@@ -1,0 +1,368 @@
+// The points `bench calibrate` times each op at: the shapes of the bench configs and the bundled model (every
+// projection, expert set, attention and routing shape, at tensor- and expert-parallel slices) plus generic shapes
+// that other models interpolate between. The lists below are the whole grid; extend them here.
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "apps/bench_calibrate.h"
+
+namespace sy {
+
+namespace {
+
+// Rows, tokens or m of a step: decode batches up to prefill chunks.
+const std::vector<int64_t> kRows = {1, 2, 4, 8, 10, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+// Tokens of context per sequence, and the decode batches attention is timed at.
+const std::vector<int64_t> kContexts = {128, 512, 1024, 2048, 4096, 8192, 16384};
+const std::vector<int64_t> kDecodeSeqs = {1, 2, 4, 8, 10, 16, 32, 64, 128, 256};
+const std::vector<int64_t> kPrefillSeqs = {1, 4};
+// Tensor-parallel slices of the projections and heads; expert-parallel slices of the experts (local experts
+// E/ep, each received pair one row of top_k 1, as moe_forward_parallel calls it); expert-TP slices (inter/etp).
+const std::vector<int64_t> kTp = {1, 2, 4, 8};
+const std::vector<int64_t> kEp = {2, 4, 8};
+const std::vector<int64_t> kEtp = {2, 4};
+const std::vector<int64_t> kVocabs = {4096, 32000, 129280, 151936, 163840};
+
+// A model's shapes, from its config.json.
+struct ModelShapes {
+  const char* source = "";
+  int64_t hidden = 0;
+  int64_t n_heads = 0, kv_heads = 0, head_dim = 0;  // GQA (MLA: kv_lora_rank > 0)
+  int64_t dense_inter = 0;                          // dense FFN layers (intermediate_size); 0: none
+  int64_t shared_inter = 0;                         // shared experts together (n_shared · moe_intermediate_size)
+  int64_t n_experts = 0, top_k = 0, moe_inter = 0;
+  int64_t vocab = 0;
+  int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope = 0, qk_rope = 0, v_head = 0;  // MLA
+  int64_t n_group = 0, topk_group = 0;  // sigmoid group-limited routing; 0: softmax top-k
+  bool cpu = false;                     // in the CPU grid too (the CPU runs models up to hidden 2048)
+};
+
+const ModelShapes kModels[] = {
+    {.source = "models/pydoc-moe (bundled)",
+     .hidden = 256,
+     .n_heads = 4,
+     .kv_heads = 2,
+     .head_dim = 64,
+     .dense_inter = 1024,
+     .n_experts = 8,
+     .top_k = 2,
+     .moe_inter = 320,
+     .vocab = 4096,
+     .cpu = true},
+    {.source = "bench/configs/qwen3-30b-a3b (and bench/make_qwen3_12layer.py)",
+     .hidden = 2048,
+     .n_heads = 32,
+     .kv_heads = 4,
+     .head_dim = 128,
+     .dense_inter = 6144,
+     .n_experts = 128,
+     .top_k = 8,
+     .moe_inter = 768,
+     .vocab = 151936,
+     .cpu = true},
+    {.source = "bench/configs/mixtral-8x7b",
+     .hidden = 4096,
+     .n_heads = 32,
+     .kv_heads = 8,
+     .head_dim = 128,
+     .n_experts = 8,
+     .top_k = 2,
+     .moe_inter = 14336,
+     .vocab = 32000},
+    {.source = "bench/configs/kimi-k2-4layers",
+     .hidden = 7168,
+     .n_heads = 64,
+     .dense_inter = 18432,
+     .shared_inter = 2048,
+     .n_experts = 384,
+     .top_k = 8,
+     .moe_inter = 2048,
+     .vocab = 163840,
+     .q_lora_rank = 1536,
+     .kv_lora_rank = 512,
+     .qk_nope = 128,
+     .qk_rope = 64,
+     .v_head = 128,
+     .n_group = 1,
+     .topk_group = 1},
+    {.source = "bench/configs/deepseek-v3-6layers",
+     .hidden = 7168,
+     .n_heads = 128,
+     .dense_inter = 18432,
+     .shared_inter = 2048,
+     .n_experts = 256,
+     .top_k = 8,
+     .moe_inter = 2048,
+     .vocab = 129280,
+     .q_lora_rank = 1536,
+     .kv_lora_rank = 512,
+     .qk_nope = 128,
+     .qk_rope = 64,
+     .v_head = 128,
+     .n_group = 8,
+     .topk_group = 4},
+};
+
+// Points of a grid, each kept once, in the order first added.
+class PointSet {
+ public:
+  void add(const CalibPoint& p) {
+    if (seen_.insert(p).second) points_.push_back(p);
+  }
+  const std::vector<CalibPoint>& points() const { return points_; }
+
+ private:
+  std::set<CalibPoint> seen_;
+  std::vector<CalibPoint> points_;
+};
+
+std::vector<const ModelShapes*> models_for(Device device) {
+  std::vector<const ModelShapes*> out;
+  for (const ModelShapes& m : kModels) {
+    if (device != Device::cpu || m.cpu) out.push_back(&m);
+  }
+  return out;
+}
+
+// The series of an op whose points differ in one leading dim (m, tokens, rows): `fixed` after each value of
+// `values`.
+void add_row_series(OpGrid& g, const std::vector<CalibPoint>& fixed, const std::vector<int64_t>& values) {
+  for (const CalibPoint& f : fixed) {
+    std::vector<CalibPoint> s;
+    for (int64_t v : values) {
+      CalibPoint p{v};
+      p.insert(p.end(), f.begin(), f.end());
+      s.push_back(p);
+    }
+    g.series.push_back(std::move(s));
+  }
+}
+
+// (n, k) of every linear of the models at every tp slice: column-parallel products divide n, row-parallel ones k;
+// the KV heads are replicated once tp exceeds them; MLA's latent projections (q_a, kv_a) are replicated.
+std::vector<CalibPoint> model_linears(const std::vector<const ModelShapes*>& models) {
+  PointSet s;
+  for (const ModelShapes* m : models) {
+    const int64_t H = m->hidden;
+    for (int64_t tp : kTp) {
+      if (m->kv_lora_rank == 0) {
+        const int64_t heads = m->n_heads / tp, kv = std::max<int64_t>(1, m->kv_heads / tp), hd = m->head_dim;
+        s.add({(heads + 2 * kv) * hd, H});  // fused qkv
+        s.add({heads * hd, H});             // q
+        s.add({kv * hd, H});                // k, v
+        s.add({H, heads * hd});             // o
+      } else {
+        const int64_t heads = m->n_heads / tp;
+        s.add({m->q_lora_rank, H});                                  // q_a
+        s.add({heads * (m->qk_nope + m->qk_rope), m->q_lora_rank});  // q_b
+        s.add({m->kv_lora_rank + m->qk_rope, H});                    // kv_a
+        s.add({H, heads * m->v_head});                               // o
+      }
+      for (int64_t inter : {m->dense_inter, m->shared_inter}) {
+        if (inter == 0) continue;
+        s.add({2 * inter / tp, H});  // gate_up
+        s.add({H, inter / tp});      // down
+      }
+      s.add({m->vocab / tp, H});  // LM head
+    }
+  }
+  return s.points();
+}
+
+// Generic (n, k): n·k from 256K to `max_elems` in steps of 4, square, 4:1 and 1:4.
+std::vector<CalibPoint> generic_linears(int64_t max_elems) {
+  PointSet s;
+  for (int64_t side = 512; side * side <= max_elems; side *= 2) {
+    s.add({side, side});
+    s.add({2 * side, side / 2});
+    s.add({side / 2, 2 * side});
+  }
+  return s.points();
+}
+
+// (n_heads, kv_heads, head_dim) of GQA attention at every tp slice.
+std::vector<CalibPoint> gqa_heads(const std::vector<const ModelShapes*>& models) {
+  PointSet s;
+  for (const ModelShapes* m : models) {
+    if (m->kv_lora_rank > 0) continue;
+    for (int64_t tp : kTp) {
+      if (m->n_heads % tp == 0) s.add({m->n_heads / tp, std::max<int64_t>(1, m->kv_heads / tp), m->head_dim});
+    }
+  }
+  return s.points();
+}
+
+// (top_k, n_experts, hidden, inter) of the routed experts: whole, at ep slices (E/ep local experts, top_k 1) and
+// etp slices (inter/etp).
+std::vector<CalibPoint> expert_sets(const std::vector<const ModelShapes*>& models) {
+  PointSet s;
+  for (const ModelShapes* m : models) {
+    s.add({m->top_k, m->n_experts, m->hidden, m->moe_inter});
+    for (int64_t ep : kEp) {
+      if (m->n_experts % ep == 0) s.add({1, m->n_experts / ep, m->hidden, m->moe_inter});
+    }
+    for (int64_t etp : kEtp) s.add({m->top_k, m->n_experts, m->hidden, m->moe_inter / etp});
+  }
+  return s.points();
+}
+
+// Series over contexts (attention): for each head shape and each seqs count, decode (q_len 1) and prefill
+// (q_len = context) points.
+void add_attention_series(OpGrid& g, const std::vector<CalibPoint>& heads, const std::vector<int64_t>& decode_seqs,
+                          const std::vector<int64_t>& prefill_seqs, const std::vector<int64_t>& contexts) {
+  for (const CalibPoint& h : heads) {
+    for (int64_t seqs : decode_seqs) {
+      std::vector<CalibPoint> s;
+      for (int64_t ctx : contexts) s.push_back({seqs, 1, ctx, h[0], h[1], h[2]});
+      g.series.push_back(std::move(s));
+    }
+  }
+  for (const CalibPoint& h : heads) {
+    for (int64_t seqs : prefill_seqs) {
+      std::vector<CalibPoint> s;
+      for (int64_t ctx : contexts) s.push_back({seqs, ctx, ctx, h[0], h[1], h[2]});
+      g.series.push_back(std::move(s));
+    }
+  }
+}
+
+// Powers of `step` times `from`, up to `to`.
+std::vector<int64_t> geometric(int64_t from, int64_t to, int64_t step) {
+  std::vector<int64_t> v;
+  for (int64_t x = from; x <= to; x *= step) v.push_back(x);
+  return v;
+}
+
+std::vector<int64_t> up_to(const std::vector<int64_t>& values, int64_t max_value) {
+  std::vector<int64_t> v;
+  for (int64_t x : values) {
+    if (x <= max_value) v.push_back(x);
+  }
+  return v;
+}
+
+// The grid that runs in seconds on a 2-core CPU: every op, a few points each.
+std::vector<OpGrid> quick_grid() {
+  const std::vector<int64_t> rows = {1, 8, 64};
+  std::vector<OpGrid> g;
+  const auto op = [&](const std::string& name) -> OpGrid& { return g.emplace_back(OpGrid{.op = name}); };
+  add_row_series(op("linear"), {{512, 512}, {512, 256}}, rows);
+  add_row_series(op("linear_f32"), {{8, 256}}, {1, 64});
+  add_row_series(op("moe_experts"), {{2, 8, 256, 320}, {1, 4, 256, 320}}, {1, 16});
+  add_attention_series(op("paged_attention"), {{4, 2, 64}}, {1, 4}, {1}, {128, 512});
+  add_row_series(op("qk_norm_rope_kv_write"), {{4, 2, 64}}, {1, 64});
+  add_attention_series(op("mla_attention"), {{4, 128, 32}}, {1, 4}, {1}, {128});
+  add_row_series(op("head_linear"), {{4, 32, 128}, {4, 128, 32}}, {1, 64});
+  add_row_series(op("mla_kv_write"), {{128, 32}}, {1, 64});
+  add_row_series(op("rope"), {{4, 64}}, {1, 64});
+  add_row_series(op("rms_norm"), {{256}}, {1, 64});
+  add_row_series(op("add_rms_norm"), {{256}}, {1, 64});
+  add_row_series(op("silu_mul"), {{1024}}, {1, 64});
+  op("add").series = {{{256}, {16384}}};
+  add_row_series(op("split_columns"), {{512}}, {1, 64});
+  add_row_series(op("embedding"), {{256}}, {1, 64});
+  add_row_series(op("softmax_topk"), {{8, 2}}, {1, 64});
+  add_row_series(op("grouped_topk"), {{16, 4, 4, 2}}, {1, 64});
+  add_row_series(op("sample_tokens"), {{4096}}, {1, 8});
+  add_row_series(op("sample_tokens_random"), {{4096}}, {1, 8});
+  op("copy_to_host").series = {{{4}, {4096}, {1 << 20}}};
+  op("copy_to_device").series = {{{4}, {4096}, {1 << 20}}};
+  return g;
+}
+
+}  // namespace
+
+std::vector<OpGrid> calibration_grid(Device device, bool quick) {
+  if (quick) return quick_grid();
+  const bool cpu = device == Device::cpu;
+  const std::vector<const ModelShapes*> models = models_for(device);
+  std::vector<OpGrid> g;
+  const auto op = [&](const std::string& name, double weight) -> OpGrid& {
+    return g.emplace_back(OpGrid{.op = name, .weight = weight});
+  };
+
+  std::vector<CalibPoint> linears = model_linears(models);
+  for (const CalibPoint& p : generic_linears(cpu ? int64_t{16} << 20 : int64_t{256} << 20)) linears.push_back(p);
+  add_row_series(op("linear", 25), linears, kRows);
+
+  PointSet routers;
+  for (const ModelShapes* m : models) routers.add({m->n_experts, m->hidden});
+  add_row_series(op("linear_f32", 3), routers.points(), kRows);
+
+  std::vector<CalibPoint> experts = expert_sets(models);
+  if (cpu) experts.push_back({8, 64, 1024, 512});  // between the bundled model and Qwen3's hidden 2048
+  add_row_series(op("moe_experts", 20), experts, kRows);
+
+  const std::vector<CalibPoint> heads = gqa_heads(models);
+  add_attention_series(op("paged_attention", 18), heads, kDecodeSeqs, kPrefillSeqs, kContexts);
+  add_row_series(op("qk_norm_rope_kv_write", 3), heads, kRows);
+
+  // MLA: the heads of Kimi K2 (64) and DeepSeek-V3 (128) at tp slices, latent 512 and rope 64 (both models'); the
+  // CPU takes a few small head counts.
+  const std::vector<CalibPoint> mla_heads =
+      cpu ? std::vector<CalibPoint>{{16, 512, 64}, {4, 512, 64}}
+          : std::vector<CalibPoint>{{128, 512, 64}, {64, 512, 64}, {32, 512, 64}, {16, 512, 64}, {8, 512, 64}};
+  add_attention_series(op("mla_attention", 10), mla_heads, cpu ? std::vector<int64_t>{1, 8, 64} : kDecodeSeqs, {1},
+                       kContexts);
+  // head_linear: MLA's query absorption (in qk_nope 128, out kv_lora_rank 512) and output (in 512, out v_head 128).
+  PointSet head_linears;
+  for (const CalibPoint& h : mla_heads) {
+    head_linears.add({h[0], 128, h[1]});
+    head_linears.add({h[0], h[1], 128});
+  }
+  add_row_series(op("head_linear", 3), head_linears.points(), kRows);
+  add_row_series(op("mla_kv_write", 1), {{512, 64}}, kRows);
+
+  PointSet ropes, widths, norms, inters, softmax, grouped;
+  for (const CalibPoint& h : heads) {
+    ropes.add({h[0], h[2]});
+    widths.add({(h[0] + 2 * h[1]) * h[2]});
+  }
+  for (const ModelShapes* m : models) {
+    norms.add({m->hidden});
+    if (m->q_lora_rank > 0) norms.add({m->q_lora_rank});
+    for (int64_t tp : kTp) {
+      for (int64_t inter : {m->dense_inter, m->shared_inter}) {
+        if (inter > 0) inters.add({inter / tp});
+      }
+    }
+    if (m->n_group == 0) softmax.add({m->n_experts, m->top_k});
+    if (m->n_group > 0) grouped.add({m->n_experts, m->top_k, m->n_group, m->topk_group});
+  }
+  for (int64_t dim : {1024, 4096}) norms.add({dim});
+  for (const CalibPoint& p : {CalibPoint{64, 8}, CalibPoint{256, 8}}) softmax.add(p);
+  if (cpu) grouped.add({256, 8, 8, 4});
+  grouped.add({16, 4, 4, 2});  // the DeepSeek-V3 test fixture's
+  add_row_series(op("rope", 1), ropes.points(), kRows);
+  add_row_series(op("rms_norm", 2), norms.points(), kRows);
+  add_row_series(op("add_rms_norm", 2), norms.points(), kRows);
+  add_row_series(op("silu_mul", 2), inters.points(), kRows);
+  op("add", 1).series = {[&] {
+    std::vector<CalibPoint> s;
+    for (int64_t n : geometric(256, cpu ? int64_t{16} << 20 : int64_t{64} << 20, 2)) s.push_back({n});
+    return s;
+  }()};
+  add_row_series(op("split_columns", 1), widths.points(), kRows);
+  PointSet dims;
+  for (const ModelShapes* m : models) dims.add({m->hidden});
+  add_row_series(op("embedding", 1), dims.points(), kRows);
+  add_row_series(op("softmax_topk", 1), softmax.points(), kRows);
+  add_row_series(op("grouped_topk", 1), grouped.points(), kRows);
+
+  // Sampling: rows up to 4096 (a step samples one row per sequence).
+  PointSet vocabs;
+  for (int64_t v : kVocabs) {
+    if (!cpu || v == 4096 || v == 151936) vocabs.add({v});
+  }
+  add_row_series(op("sample_tokens", 2), vocabs.points(), up_to(kRows, 4096));
+  add_row_series(op("sample_tokens_random", 2), vocabs.points(), up_to(kRows, 4096));
+
+  std::vector<CalibPoint> copies;
+  for (int64_t b : geometric(4, cpu ? int64_t{64} << 20 : int64_t{256} << 20, 4)) copies.push_back({b});
+  op("copy_to_host", 1).series = {copies};
+  op("copy_to_device", 1).series = {copies};
+  return g;
+}
+
+}  // namespace sy

@@ -1,0 +1,108 @@
+// The machine profile `bench calibrate` writes, as JSON: {"format": "switchyard-profile", "version": 1, machine,
+// rates, step, ops, collectives, skipped}; every time in microseconds per call (4 significant digits), every dim an
+// integer. The text keeps that order and puts each point on a line of its own.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+
+#include "apps/bench_calibrate.h"
+
+namespace sy {
+
+namespace {
+
+// A time to 4 significant digits (a median of a few batches carries no more).
+double rounded(double us) { return std::isfinite(us) ? std::stod(fmt::format("{:.4g}", us)) : us; }
+
+// [d1, ..., dn, us]: the dims as integers, the time last.
+nlohmann::ordered_json point_row(const TimedPoint& p) {
+  nlohmann::ordered_json row = nlohmann::ordered_json::array();
+  for (int64_t d : p.dims) row.push_back(d);
+  row.push_back(rounded(p.us));
+  return row;
+}
+
+nlohmann::ordered_json points_json(const std::vector<TimedPoint>& points) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const TimedPoint& p : points) rows.push_back(point_row(p));
+  return rows;
+}
+
+// {"name": {"dims": [...], "points": [\n [..],\n ...]}, ...} with one line per point.
+void append_tables(std::string& out, const nlohmann::ordered_json& tables) {
+  if (tables.empty()) {
+    out += "{}";
+    return;
+  }
+  out += "{";
+  const char* sep = "\n";
+  for (const auto& [name, t] : tables.items()) {
+    out += fmt::format("{}  {}: {{\"dims\": {}, \"points\": [", sep, nlohmann::json(name).dump(), t["dims"].dump());
+    const char* row_sep = "\n";
+    for (const auto& row : t["points"]) {
+      out += fmt::format("{}   {}", row_sep, row.dump());
+      row_sep = ",\n";
+    }
+    out += t["points"].empty() ? "]}" : "\n  ]}";
+    sep = ",\n";
+  }
+  out += "\n }";
+}
+
+}  // namespace
+
+nlohmann::ordered_json profile_json(const CalibrationProfile& p) {
+  const MachineSection& m = p.machine;
+  nlohmann::ordered_json out = {{"format", "switchyard-profile"}, {"version", 1}};
+  out["machine"] = {{"device", m.device},
+                    {"name", m.name},
+                    {"memory_gb", m.memory_gb},
+                    {"host", m.host},
+                    {"cpu_threads", m.cpu_threads},
+                    {"ranks", m.ranks},
+                    {"transport", m.transport},
+                    {"date", m.date},
+                    {"quick", m.quick},
+                    {"weight_dtype", m.weight_dtype}};
+  out["rates"] = {{"copy_gb_s", rounded(p.copy_gb_s)}, {"matrix_tflop_s", rounded(p.matrix_tflop_s)}};
+  out["step"] = {{"launch_us", rounded(p.step.launch_us)},
+                 {"sync_us", rounded(p.step.sync_us)},
+                 {"graph_launch_us", rounded(p.step.graph_launch_us)},
+                 {"copy_to_host_us", rounded(p.step.copy_to_host_us)}};
+  nlohmann::ordered_json ops = nlohmann::ordered_json::object();
+  for (const OpTable& t : p.ops) ops[t.op] = {{"dims", t.dims}, {"points", points_json(t.points)}};
+  out["ops"] = ops;
+  nlohmann::ordered_json collectives = nlohmann::ordered_json::object();
+  for (const CollectiveTable& t : p.collectives) {
+    collectives[t.kind] = {{"dims", {"ranks", "bytes"}}, {"points", points_json(t.points)}};
+  }
+  out["collectives"] = collectives;
+  nlohmann::ordered_json skipped = nlohmann::ordered_json::array();
+  for (const SkippedPoint& s : p.skipped) skipped.push_back({{"op", s.op}, {"point", s.point}, {"why", s.why}});
+  out["skipped"] = skipped;
+  return out;
+}
+
+std::string profile_text(const CalibrationProfile& p) {
+  const nlohmann::ordered_json j = profile_json(p);
+  std::string out = "{\n";
+  for (const char* key : {"format", "version", "machine", "rates", "step"}) {
+    out += fmt::format(" \"{}\": {},\n", key, j[key].dump());
+  }
+  for (const char* key : {"ops", "collectives"}) {
+    out += fmt::format(" \"{}\": ", key);
+    append_tables(out, j[key]);
+    out += ",\n";
+  }
+  out += " \"skipped\": [";
+  const char* sep = "\n";
+  for (const auto& s : j["skipped"]) {
+    out += fmt::format("{}  {}", sep, s.dump());
+    sep = ",\n";
+  }
+  out += j["skipped"].empty() ? "]\n}\n" : "\n ]\n}\n";
+  return out;
+}
+
+}  // namespace sy

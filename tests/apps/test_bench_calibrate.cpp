@@ -1,0 +1,170 @@
+// `switchyard bench calibrate` on one CPU rank (cpu tier): the quick grid writes a profile with every op of the
+// contract, exact dims, well-formed points and the machine, rates and step sections; bad flags are refused before
+// anything is measured. The collectives over two ranks are the mpi tier's (test_bench_mpi.cpp).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <optional>
+
+#include "apps/bench_output.h"
+
+namespace sy {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The ops of the profile format and their dims (README "bench calibrate").
+const std::map<std::string, std::vector<std::string>> kOpDims = {
+    {"linear", {"m", "n", "k"}},
+    {"linear_f32", {"m", "n", "k"}},
+    {"moe_experts", {"tokens", "top_k", "n_experts", "hidden", "inter", "touched"}},
+    {"paged_attention", {"seqs", "q_len", "context", "n_heads", "kv_heads", "head_dim"}},
+    {"qk_norm_rope_kv_write", {"tokens", "n_heads", "kv_heads", "head_dim"}},
+    {"mla_attention", {"seqs", "q_len", "context", "n_heads", "kv_lora_rank", "rope_dim"}},
+    {"head_linear", {"tokens", "heads", "in", "out"}},
+    {"mla_kv_write", {"tokens", "kv_lora_rank", "rope_dim"}},
+    {"rope", {"tokens", "n_heads", "head_dim"}},
+    {"rms_norm", {"rows", "dim"}},
+    {"add_rms_norm", {"rows", "dim"}},
+    {"silu_mul", {"rows", "inter"}},
+    {"add", {"n"}},
+    {"split_columns", {"rows", "width"}},
+    {"embedding", {"tokens", "dim"}},
+    {"softmax_topk", {"tokens", "n_experts", "top_k"}},
+    {"grouped_topk", {"tokens", "n_experts", "top_k", "n_group", "topk_group"}},
+    {"sample_tokens", {"rows", "vocab"}},
+    {"sample_tokens_random", {"rows", "vocab"}},
+    {"copy_to_host", {"bytes"}},
+    {"copy_to_device", {"bytes"}},
+};
+
+// Every point [d1, ..., dn, us]: integer dims, a finite positive time.
+void expect_points(const nlohmann::json& table, size_t n_dims, const std::string& what) {
+  ASSERT_TRUE(table["points"].is_array()) << what;
+  for (const auto& p : table["points"]) {
+    ASSERT_TRUE(p.is_array()) << what << ": " << p.dump();
+    ASSERT_EQ(p.size(), n_dims + 1) << what << ": " << p.dump();
+    for (size_t i = 0; i < n_dims; ++i) {
+      EXPECT_TRUE(p[i].is_number_integer()) << what << ": dim " << i << " of " << p.dump();
+      EXPECT_GE(p[i].get<int64_t>(), 0) << what << ": " << p.dump();
+    }
+    ASSERT_TRUE(p[n_dims].is_number()) << what << ": " << p.dump();
+    const auto us = p[n_dims].get<double>();
+    EXPECT_TRUE(std::isfinite(us) && us > 0) << what << ": " << p.dump();
+  }
+}
+
+// An environment variable set for the commands this process starts, and restored after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(BenchCalibrate, QuickProfileHasEveryOpWithItsDims) {
+  const fs::path out = fs::temp_directory_path() / "sy_calibrate_quick.json";
+  fs::remove(out);
+  // One thread: OpenMP threads on a busy 2-core machine (the CI runner, ctest -j2) wait out the scheduler's time
+  // slices at every barrier, about 12 ms a call whatever its size, which would drown the linear check below.
+  const ScopedEnv one_thread("OMP_NUM_THREADS", "1");
+  const auto r = test::run_switchyard("bench calibrate --device cpu --quick --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = test::read_json(out);
+  ASSERT_TRUE(j.is_object()) << "no profile in " << out << "\n" << r.out;
+  EXPECT_EQ(j["format"], "switchyard-profile");
+  EXPECT_EQ(j["version"], 1);
+
+  const auto& m = j["machine"];
+  EXPECT_EQ(m["device"], "cpu");
+  EXPECT_EQ(m["weight_dtype"], "f32");
+  EXPECT_EQ(m["ranks"], 1);
+  EXPECT_EQ(m["transport"], "none");
+  EXPECT_EQ(m["quick"], true);
+  EXPECT_TRUE(m["name"].is_string() && !m["name"].get<std::string>().empty()) << m.dump(1);
+  EXPECT_TRUE(m["host"].is_string()) << m.dump(1);
+  EXPECT_TRUE(m["memory_gb"].is_number() && m["memory_gb"].get<double>() > 0) << m.dump(1);
+  EXPECT_EQ(m["cpu_threads"], 1) << m.dump(1);
+  // ISO 8601 UTC: 2025-01-31T12:00:00Z
+  ASSERT_TRUE(m["date"].is_string()) << m.dump(1);
+  const auto date = m["date"].get<std::string>();
+  EXPECT_TRUE(date.size() == 20 && date[4] == '-' && date[10] == 'T' && date.back() == 'Z') << date;
+
+  for (const char* key : {"copy_gb_s", "matrix_tflop_s"}) {
+    ASSERT_TRUE(j["rates"][key].is_number()) << key << " in " << j["rates"].dump();
+    EXPECT_GT(j["rates"][key].get<double>(), 0.0) << key;
+  }
+  for (const char* key : {"launch_us", "sync_us", "graph_launch_us", "copy_to_host_us"}) {
+    ASSERT_TRUE(j["step"][key].is_number()) << key << " in " << j["step"].dump();
+    EXPECT_GE(j["step"][key].get<double>(), 0.0) << key;
+  }
+  EXPECT_EQ(j["step"]["graph_launch_us"].get<double>(), 0.0) << "the CPU captures nothing";
+
+  ASSERT_TRUE(j["ops"].is_object()) << j.dump(1);
+  EXPECT_EQ(j["ops"].size(), kOpDims.size()) << j["ops"].dump(1);
+  for (const auto& [op, dims] : kOpDims) {
+    ASSERT_TRUE(j["ops"].contains(op)) << op;
+    const auto& t = j["ops"][op];
+    EXPECT_EQ(t["dims"].get<std::vector<std::string>>(), dims) << op;
+    EXPECT_FALSE(t["points"].empty()) << op;
+    expect_points(t, dims.size(), op);
+  }
+  EXPECT_TRUE(j["collectives"].is_object() && j["collectives"].empty()) << j["collectives"].dump(1);
+  EXPECT_TRUE(j["skipped"].is_array()) << j.dump(1);
+
+  // moe_experts: the touched experts are between top_k and min(n_experts, tokens · top_k).
+  for (const auto& p : j["ops"]["moe_experts"]["points"]) {
+    const auto tokens = p[0].get<int64_t>(), top_k = p[1].get<int64_t>(), experts = p[2].get<int64_t>();
+    EXPECT_GE(p[5].get<int64_t>(), top_k) << p.dump();
+    EXPECT_LE(p[5].get<int64_t>(), std::min(experts, tokens * top_k)) << p.dump();
+  }
+  // linear at n = k = 512: m = 64 does 64 times the work of m = 1 (a GEMV against a GEMM that is still small).
+  double at_1 = 0, at_64 = 0;
+  for (const auto& p : j["ops"]["linear"]["points"]) {
+    if (p[1] != 512 || p[2] != 512) continue;
+    if (p[0] == 1) at_1 = p[3].get<double>();
+    if (p[0] == 64) at_64 = p[3].get<double>();
+  }
+  ASSERT_GT(at_1, 0.0) << j["ops"]["linear"].dump();
+  ASSERT_GT(at_64, 0.0) << j["ops"]["linear"].dump();
+  EXPECT_GT(at_64, at_1) << j["ops"]["linear"].dump();
+  fs::remove(out);
+}
+
+// Refused before anything is measured: one line, exit code 2, nothing written.
+TEST(BenchCalibrate, RefusesBadFlagsBeforeMeasuring) {
+  const fs::path dir = fs::temp_directory_path() / "sy_calibrate_bad";
+  fs::remove_all(dir);
+  const std::string missing = (dir / "no-such-folder" / "p.json").string();
+  test::expect_refused("bench calibrate",
+                       {
+                           {"--device tpu --out p.json", "--device must be cpu or cuda, got 'tpu'"},
+                           {"--device cpu --out " + missing, "--out " + missing + ": the folder " +
+                                                                 (dir / "no-such-folder").string() + " does not exist"},
+                           {"--device cpu --ranks 0 --out p.json", "--ranks: Value 0 not in range 1"},
+                           {"--device cpu", "--out is required"},
+                           {"--device cpu --out p.json --max-seconds nan", "--max-seconds"},
+                       },
+                       "bench calibrate:");
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_FALSE(fs::exists("p.json"));
+}
+
+}  // namespace
+}  // namespace sy
