@@ -71,9 +71,9 @@ std::string host_name() {
 }
 
 // The rate of the linear point with the most FLOPs (the largest product of the grid); 0 when none was timed.
-double largest_linear_rate(const std::vector<OpTable>& ops) {
+double largest_linear_rate(const std::vector<MeasuredOp>& ops) {
   double best_flops = 0, rate = 0;
-  for (const OpTable& t : ops) {
+  for (const MeasuredOp& t : ops) {
     if (t.op != "linear") continue;
     for (const TimedPoint& p : t.points) {
       const double flops =
@@ -140,7 +140,7 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
   }
   if (!report) return 0;
   size_t points = 0;
-  for (const OpTable& t : p.ops) points += t.points.size();
+  for (const MeasuredOp& t : p.ops) points += t.points.size();
   std::ofstream f(o.out);
   SY_CHECK(f.good(), "cannot write --out {}", o.out);
   f << profile_text(p);

@@ -25,7 +25,7 @@ struct TimedPoint {
 };
 
 // One entry of "ops": an op's time as a function of its dims.
-struct OpTable {
+struct MeasuredOp {
   std::string op;
   std::vector<std::string> dims;
   std::vector<TimedPoint> points;
@@ -70,7 +70,7 @@ struct CalibrationProfile {
   double copy_gb_s = 0;       // device copy bandwidth, bytes read + written
   double matrix_tflop_s = 0;  // the rate of the linear point with the most FLOPs
   StepSection step;
-  std::vector<OpTable> ops;
+  std::vector<MeasuredOp> ops;
   std::vector<CollectiveTable> collectives;
   std::vector<SkippedPoint> skipped;
 };
@@ -118,7 +118,7 @@ struct OpsRun {
   double memory_share = 1;  // of the device's free memory this rank may take (ranks sharing the host)
   bool log = false;
 };
-std::vector<OpTable> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid, std::vector<SkippedPoint>& skipped);
+std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid, std::vector<SkippedPoint>& skipped);
 
 // launch, sync, graph launch and 4-byte read-back costs (bench_calibrate_ops.cpp).
 StepSection time_step_costs(Backend& be, const TimingPolicy& timing);

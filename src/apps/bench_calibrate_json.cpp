@@ -71,7 +71,7 @@ nlohmann::ordered_json profile_json(const CalibrationProfile& p) {
                  {"graph_launch_us", rounded(p.step.graph_launch_us)},
                  {"copy_to_host_us", rounded(p.step.copy_to_host_us)}};
   nlohmann::ordered_json ops = nlohmann::ordered_json::object();
-  for (const OpTable& t : p.ops) ops[t.op] = {{"dims", t.dims}, {"points", points_json(t.points)}};
+  for (const MeasuredOp& t : p.ops) ops[t.op] = {{"dims", t.dims}, {"points", points_json(t.points)}};
   out["ops"] = ops;
   nlohmann::ordered_json collectives = nlohmann::ordered_json::object();
   for (const CollectiveTable& t : p.collectives) {

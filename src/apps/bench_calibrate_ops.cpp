@@ -559,18 +559,18 @@ const std::vector<OpSpec>& calibrated_ops() {
   return specs;
 }
 
-std::vector<OpTable> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid, std::vector<SkippedPoint>& skipped) {
+std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid, std::vector<SkippedPoint>& skipped) {
   Backend& be = run.be;
   SY_CHECK(be.kv_storage_dtype() == be.weight_dtype(), "bench calibrate fills the KV cache in the weight dtype");
   Budget budget{.seconds = run.seconds};
   for (const OpGrid& g : grid) budget.weight_left += g.weight;
   std::mt19937_64 rng(20240519);
-  std::vector<OpTable> tables;
+  std::vector<MeasuredOp> tables;
   // Memory kept back for the backend's own (scratch, libraries' workspaces).
   const double reserve = be.device() == Device::cpu ? 1e9 : 2e9;
   for (const OpGrid& g : grid) {
     const OpEntry& entry = find_op(g.op);
-    OpTable table{.op = g.op, .dims = entry.spec.dims};
+    MeasuredOp table{.op = g.op, .dims = entry.spec.dims};
     const auto op_start = BenchClock::now();
     const double share = budget.share(g.weight);
     budget.weight_left -= g.weight;
