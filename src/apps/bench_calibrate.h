@@ -118,7 +118,8 @@ struct OpsRun {
   double memory_share = 1;  // of the device's free memory this rank may take (ranks sharing the host)
   bool log = false;
 };
-std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid, std::vector<SkippedPoint>& skipped);
+std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid,
+                                 std::vector<SkippedPoint>& skipped);
 
 // launch, sync, graph launch and 4-byte read-back costs (bench_calibrate_ops.cpp).
 StepSection time_step_costs(Backend& be, const TimingPolicy& timing);

@@ -559,7 +559,8 @@ const std::vector<OpSpec>& calibrated_ops() {
   return specs;
 }
 
-std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid, std::vector<SkippedPoint>& skipped) {
+std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid,
+                                 std::vector<SkippedPoint>& skipped) {
   Backend& be = run.be;
   SY_CHECK(be.kv_storage_dtype() == be.weight_dtype(), "bench calibrate fills the KV cache in the weight dtype");
   Budget budget{.seconds = run.seconds};

@@ -1,7 +1,7 @@
 // A measured machine profile (`switchyard bench calibrate --out PROFILE.json`, read by `plan --profile`): the
 // engine's own ops timed as a function of their shapes, the per-step fixed costs, the copy and matrix rates and
-// the collectives by group size and bytes. The format is described in README.md ("switchyard bench calibrate"); this reader
-// checks every key it uses and names the file and key of anything malformed.
+// the collectives by group size and bytes. The format is described in README.md ("switchyard bench calibrate"); this
+// reader checks every key it uses and names the file and key of anything malformed.
 #pragma once
 
 #include <filesystem>
