@@ -142,7 +142,7 @@ class Ops {
           : kind == "send_recv" ? bytes / l.bytes_per_second + l.latency
                                 : all_to_all_seconds(ranks, bytes, l);
     }
-    add(communication, 1, s, /*collective=*/true);
+    add(communication, 1, s, /*not_a_kernel=*/true);
   }
   // A host round trip (a copy of a few bytes back, the host waiting for the device).
   void host_wait(Ph ph) { add(ph, 1, p_.copy_to_host_s, true); }

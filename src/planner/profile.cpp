@@ -51,7 +51,7 @@ std::map<std::string, OpTable> tables(const json& j, const std::string& where) {
   SY_CHECK(j.is_object(), "{} must be an object of tables {{\"dims\": [...], \"points\": [[...], ...]}}", where);
   std::map<std::string, OpTable> out;
   for (const auto& [name, tj] : j.items()) {
-    const std::string w = where + "." + name;
+    const std::string w = fmt::format("{}.{}", where, name);
     SY_CHECK(tj.is_object(), "{} must be an object with 'dims' and 'points'", w);
     OpTable t;
     const json& dims = need(tj, "dims", w);
