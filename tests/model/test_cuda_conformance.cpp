@@ -18,6 +18,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "common/fixture.h"
+#include "common/fixture_run.h"
 #include "runtime/engine.h"
 
 namespace sy {
@@ -31,18 +32,7 @@ struct FixtureRun {
 
 FixtureRun run_fixture(const test::Fixture& f, Backend& backend) {
   auto model = load_model({.dir = f.dir}, backend);
-  Engine engine(*model, backend, {.block_size = 4, .kv_blocks = 64, .scheduler = {.max_batch_tokens = 8}});
-  std::vector<int64_t> ids;
-  for (size_t i = 0; i < f.prompts.size(); ++i) {
-    const bool greedy = static_cast<int>(i) == f.greedy_prompt;
-    ids.push_back(engine.add({.prompt = f.prompts[i],
-                              .max_new_tokens = greedy ? static_cast<int64_t>(f.greedy_tokens.size()) : 1,
-                              .keep_logits = true}));
-  }
-  engine.run();
-  FixtureRun r;
-  for (int64_t id : ids) r.results.push_back(engine.result(id));
-  return r;
+  return {.results = test::run_fixture_prompts(f, *model, backend)};
 }
 
 class CudaConformance : public ::testing::TestWithParam<std::string> {};

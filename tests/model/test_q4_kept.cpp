@@ -21,6 +21,7 @@
 #include "base/check.h"
 #include "base/dtype.h"
 #include "common/fixture.h"
+#include "common/fixture_run.h"
 #include "common/keeps_quant_host.h"
 #include "common/quant_checkpoint.h"
 #include "io/safetensors.h"
@@ -293,19 +294,11 @@ TEST(Q4KeptModel, CpuBf16RunsTheGroupOf16Nvfp4Fixture) {
   const auto backend = make_cpu_backend(true);
   const auto model = load_model({.dir = f.dir}, *backend);
   EXPECT_LT(model->info().weight_bytes, load_model({.dir = f.dir}, *make_cpu_backend())->info().weight_bytes);
-  Engine engine(*model, *backend, {.block_size = 4, .kv_blocks = 64, .scheduler = {.max_batch_tokens = 8}});
-  std::vector<int64_t> ids;
-  for (size_t i = 0; i < f.prompts.size(); ++i) {
-    const bool greedy = static_cast<int>(i) == f.greedy_prompt;
-    ids.push_back(engine.add({.prompt = f.prompts[i],
-                              .max_new_tokens = greedy ? static_cast<int64_t>(f.greedy_tokens.size()) : 1,
-                              .keep_logits = true}));
-  }
-  engine.run();
+  const std::vector<RequestResult> results = test::run_fixture_prompts(f, *model, *backend);
   const int64_t vocab = f.greedy_logits.shape[1];
   double worst = 0.0;
   for (size_t i = 0; i < f.prompts.size(); ++i) {
-    const RequestResult& r = engine.result(ids[i]);
+    const RequestResult& r = results[i];
     const auto len = static_cast<int64_t>(f.prompts[i].size());
     ASSERT_GE(static_cast<int64_t>(r.logits.size()), len * vocab);
     worst = std::max(worst, test::max_relative_row_error(r.logits.data(), f.prompt_logits[i].data.data(), len, vocab));
