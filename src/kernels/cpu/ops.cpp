@@ -191,7 +191,8 @@ void kv_write(const KvWriteArgs& a) {
       for (int64_t i = 0; i < v_row; ++i) v[i] = e4m3_round_trip(a.v[t * v_row + i], q.v_scale);
     } else {
       std::memcpy(k, a.k + t * k_row, size_t(k_row) * sizeof(float));
-      std::memcpy(v, a.v + t * v_row, size_t(v_row) * sizeof(float));
+      // A key-only cache (the DSA indexer's) has no V row, and its V source may be null.
+      if (v_row > 0) std::memcpy(v, a.v + t * v_row, size_t(v_row) * sizeof(float));
     }
   }
 }
