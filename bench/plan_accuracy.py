@@ -574,6 +574,34 @@ def parse_list(text, cast=str):
     return [cast(x) for x in text.split(",") if x.strip()] if text else None
 
 
+def replan(args, cases, runs, meta):
+    """Runs plan again for each measured case of a merge (same model, layout, batch, context),
+    with this run's binary and profiles, and puts its prediction in place of the stored one."""
+    sy = str(Path(args.switchyard).resolve())
+    if not Path(sy).exists():
+        sys.exit(f"--replan: no switchyard binary at {sy} (--switchyard)")
+    meta["replanned"] = {"switchyard": sy, "profiles": args.profile}
+    meta["profiles"] = args.profile
+    runner = Runner(args.out, False)
+    runner.records = runs
+    for c in cases:
+        if not c.get("measured"):
+            continue
+        args.output_len = c["output_len"]
+        cmd = plan_command(args, sy, c["model_dir"], c["device"], c["flags"].split(), c["batch"],
+                           c["input_len"])
+        label = f"{c['model']} in{c['input_len']} {c['layout']} b{c['batch']}"
+        rec, out, _ = runner.run("plan", cmd, 120, label + " (replan)")
+        p = read_plan(rec, out, c["batch"])
+        c["plan"] = {k: v for k, v in p.items() if k not in ("decode", "prefill")}
+        c["predicted"] = {"decode": p.get("decode"), "prefill": p.get("prefill")}
+        c["profile"] = p.get("profile")
+        c["status"] = "ok" if p["status"] == "ok" else p["status"]
+        if p["status"] != "ok":
+            c["note"] = "; ".join(p.get("issues") or []) or p.get("error") or ""
+            print(f"[replan] {label}: {p['status']}: {c['note'][:160]}", flush=True)
+
+
 def run_set(args, set_name, spec, runner, cases, meta, t_start):
     sy = str(Path(args.switchyard).resolve()) if not args.dry_run else args.switchyard
     device = spec["device"]
@@ -705,6 +733,9 @@ def main():
                     help="run the plans (which cases are valid and fit), print the bench commands")
     ap.add_argument("--merge", nargs="+", type=Path, metavar="RESULTS_JSON",
                     help="rebuild table.md/results.json in --out from earlier results.json files")
+    ap.add_argument("--replan", action="store_true",
+                    help="with --merge: predict every measured case again with --switchyard and "
+                         "--profile (the measurements are kept), e.g. after a cost-model change")
     args = ap.parse_args()
 
     if args.merge:
@@ -726,6 +757,8 @@ def main():
             meta["profiles"] += [s for s in m.get("profiles", []) if s not in meta["profiles"]]
             meta["tolerances"].update(m.get("tolerances", {}))
             meta.setdefault("output_len", m.get("output_len"))
+        if args.replan:
+            replan(args, cases, runs, meta)
         for c in cases:
             if c["status"] == "ok":
                 compare(c)

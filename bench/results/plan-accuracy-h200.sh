@@ -14,6 +14,7 @@
 # locally, `python3 bench/plan_accuracy.py --merge A/results.json B/results.json --out DIR` does the same.
 # Env: MODELS, LENS (input lengths), LAYOUTS, BATCHES (comma lists, default the set's), OUTPUT_LEN (64), PHASES
 # ("calibrate accuracy"), RANKS (cpu calibrations, "1 2 4 8"), RECAL=1, CAL_TIMEOUT (s per calibration, 300),
+# CAL_SECONDS (calibrate's own --max-seconds bound),
 # LIMIT (570), NAME (carry folder, pa). A profile from an earlier call can come back in .devcarry/$NAME/profiles/.
 # .devcarry/$NAME/bin.tar.xz: bin/ (build-cuda, stripped: switchyard) and lib/ (the shared libraries it needs, flat).
 # Results in $OUT: h200.json or cpu-rW.json (profiles), calibrate-*.txt, <set>/ (results.json, table.md, logs/,
@@ -45,7 +46,7 @@ calibrate() {
   [[ " $PHASES " == *" calibrate "* ]] || { echo "calibrate $name: no profile and calibrate not in PHASES"; return 1; }
   [ "$(left)" -ge 60 ] || { echo "calibrate $name: skipped, $(left) s left"; return 1; }
   local t=$(( $(left) - 30 < CAL_TIMEOUT ? $(left) - 30 : CAL_TIMEOUT ))
-  timeout "$t" $B bench calibrate "$@" --out "$OUT/$name.json" > "$OUT/calibrate-$name.txt" 2>&1
+  timeout "$t" $B bench calibrate "$@" ${CAL_SECONDS:+--max-seconds "$CAL_SECONDS"} --out "$OUT/$name.json" > "$OUT/calibrate-$name.txt" 2>&1
   local rc=$?
   echo "calibrate $name rc=$rc at ${SECONDS}s: $(tail -1 "$OUT/calibrate-$name.txt")"
   [ $rc = 0 ] && [ -s "$OUT/$name.json" ] && cp "$OUT/$name.json" "$ST/$name.json"

@@ -585,7 +585,9 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
       for (size_t i = 0; i < series.size(); ++i) {
         const CalibPoint& point = series[i];
         const size_t later = series.size() - i - 1;
-        if (ms_since(op_start) / 1e3 > share) {
+        // An op's first point is timed whatever the budget, so that no op is left without points (the planner
+        // would fall back to the preset's efficiencies for it).
+        if (!table.points.empty() && ms_since(op_start) / 1e3 > share) {
           skip(point, fmt::format("the op's share of the time budget ({:.1f} s of --max-seconds) was spent; {} "
                                   "larger point(s) of this series not timed either",
                                   share, later));
@@ -629,7 +631,9 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
                   ms_since(op_start) / 1e3);
       std::fflush(stdout);
     }
-    tables.push_back(std::move(table));
+    // An op none of whose points could be timed is left out (its points are in "skipped"); the profile reader
+    // refuses an empty table.
+    if (!table.points.empty()) tables.push_back(std::move(table));
   }
   return tables;
 }

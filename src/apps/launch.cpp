@@ -136,6 +136,12 @@ void Launch::rerun_under_mpirun(int ranks) const {
   const int cores = usable_cores();
   std::vector<std::string> argv = {mpirun, "-np", std::to_string(ranks)};
   if (ranks > cores) argv.emplace_back("--oversubscribe");
+  // Each rank runs an OpenMP pool of cores / ranks threads (below); Open MPI's default binding (to one core for
+  // two ranks, to a socket above) would crowd a pool onto one core, so the pools are left to the OS to place.
+  if (!env_set("OMPI_MCA_hwloc_base_binding_policy")) {
+    argv.emplace_back("--bind-to");
+    argv.emplace_back("none");
+  }
   argv.push_back(this_executable());
   argv.insert(argv.end(), args_.begin(), args_.end());
 

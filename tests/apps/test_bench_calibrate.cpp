@@ -147,6 +147,36 @@ TEST(BenchCalibrate, QuickProfileHasEveryOpWithItsDims) {
   fs::remove(out);
 }
 
+fs::path bundled_model() {
+  const char* env = std::getenv("SY_SOURCE_DIR");
+  return fs::path(env ? env : SY_SOURCE_DIR) / "models" / "pydoc-moe";
+}
+
+// The full grid under a bound far too short for it: every op still gets its first point (an op without points
+// would make the profile unreadable), the rest is listed as skipped, and `plan --profile` reads the result.
+TEST(BenchCalibrate, ATightBoundStillTimesEveryOp) {
+  const fs::path out = fs::temp_directory_path() / "sy_calibrate_bounded.json";
+  fs::remove(out);
+  const ScopedEnv one_thread("OMP_NUM_THREADS", "1");
+  const auto r = test::run_switchyard("bench calibrate --device cpu --max-seconds 1 --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = test::read_json(out);
+  ASSERT_TRUE(j.is_object()) << "no profile in " << out << "\n" << r.out;
+  EXPECT_EQ(j["machine"]["quick"], false);
+  for (const auto& [op, dims] : kOpDims) {
+    ASSERT_TRUE(j["ops"].contains(op)) << op;
+    EXPECT_FALSE(j["ops"][op]["points"].empty()) << op;
+  }
+  size_t over_budget = 0;
+  for (const auto& s : j["skipped"]) over_budget += s["why"].get<std::string>().find("time budget") != std::string::npos;
+  EXPECT_GT(over_budget, 0U) << "a 1 s bound cannot time the whole grid: " << j["skipped"].dump(1);
+  const auto plan = test::run_switchyard("plan --model " + bundled_model().string() +
+                                         " --machine h200 --tp 1 --batch 4 --profile " + out.string());
+  EXPECT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find(out.string()), std::string::npos) << plan.out;
+  fs::remove(out);
+}
+
 // Refused before anything is measured: one line, exit code 2, nothing written.
 TEST(BenchCalibrate, RefusesBadFlagsBeforeMeasuring) {
   const fs::path dir = fs::temp_directory_path() / "sy_calibrate_bad";
