@@ -168,7 +168,8 @@ TEST(BenchCalibrate, ATightBoundStillTimesEveryOp) {
     EXPECT_FALSE(j["ops"][op]["points"].empty()) << op;
   }
   size_t over_budget = 0;
-  for (const auto& s : j["skipped"]) over_budget += s["why"].get<std::string>().find("time budget") != std::string::npos;
+  for (const auto& s : j["skipped"])
+    over_budget += s["why"].get<std::string>().find("time budget") != std::string::npos;
   EXPECT_GT(over_budget, 0U) << "a 1 s bound cannot time the whole grid: " << j["skipped"].dump(1);
   const auto plan = test::run_switchyard("plan --model " + bundled_model().string() +
                                          " --machine h200 --tp 1 --batch 4 --profile " + out.string());
