@@ -47,19 +47,29 @@ struct Works {
   }
 };
 
-// One op's time, from the profile's table when it has one, else from its work at the profile's rates.
+// A step whose ranks read more than this many bytes in all stays beyond a CPU's last-level cache (tens of MB on
+// the machines this runs on): its ops stream their operands from memory (MachineProfile::stream_bytes_per_s).
+constexpr double kCpuCacheBytes = 64e6;
+
+// One op's time, from the profile's table when it has one, else from its work at the profile's rates; at least
+// its bytes at `stream` bytes/s when that is set. Adds the op's bytes to *bytes.
 double op_time(const MachineProfile& p, const std::string& op, const std::vector<std::string>& names,
-               const std::vector<double>& values, const std::vector<std::string>& vary, const WorkFn& work) {
+               const std::vector<double>& values, const std::vector<std::string>& vary, const WorkFn& work,
+               double stream, double* bytes) {
   const DimView q{&names, values.data()};
-  if (p.has_op(op)) return p.op_seconds(op, q, vary, work);
-  return p.work_seconds(work(q));
+  const OpWork w = work(q);
+  *bytes += w.bytes;
+  const double s = p.has_op(op) ? p.op_seconds(op, q, vary, work) : p.work_seconds(w);
+  return stream > 0 ? std::max(s, w.bytes / stream) : s;
 }
 
 // The ops of one rank, accumulated per phase: kernel time (as a captured graph replays them) and eager time
 // (each op at least its launch).
 class Ops {
  public:
-  Ops(const MachineProfile& p, const Cluster& c, double kvb) : p_(p), c_(c) {
+  // stream: hold every op to its bytes at the profile's streaming rate (a step beyond the caches).
+  Ops(const MachineProfile& p, const Cluster& c, double kvb, bool stream = false)
+      : p_(p), c_(c), stream_(stream ? p.stream_bytes_per_s : 0) {
     w_.wb = p.weight_bytes;
     w_.kvb = kvb;
   }
@@ -68,8 +78,9 @@ class Ops {
     if (m <= 0 || n <= 0 || k <= 0) return;
     const double wb = f32 ? 4.0 : w_.wb;
     add(ph, times,
-        op_time(p_, f32 ? "linear_f32" : "linear", {"m", "n", "k"}, {d(m), d(n), d(k)}, {"m"},
-                [&](const DimView& v) { return w_.linear(v, wb); }));
+        op_time(
+            p_, f32 ? "linear_f32" : "linear", {"m", "n", "k"}, {d(m), d(n), d(k)}, {"m"},
+            [&](const DimView& v) { return w_.linear(v, wb); }, stream_, &bytes));
   }
   // A row-wise op over `rows` rows (dim rows_dim) of the other dims' product elements, `bytes_per` bytes moved
   // per element.
@@ -84,51 +95,62 @@ class Ops {
       names.push_back(other[i]);
       values.push_back(d(other_values[i]));
     }
-    add(ph, 1, op_time(p_, op, names, values, {rows_dim}, [&](const DimView& v) {
-          double e = v[rows_dim];
-          for (size_t i = 0; i < other.size() && i < sized; ++i) e *= v[other[i]];
-          return OpWork{.bytes = e * bytes_per, .flops = 0};
-        }));
+    add(ph, 1,
+        op_time(
+            p_, op, names, values, {rows_dim},
+            [&](const DimView& v) {
+              double e = v[rows_dim];
+              for (size_t i = 0; i < other.size() && i < sized; ++i) e *= v[other[i]];
+              return OpWork{.bytes = e * bytes_per, .flops = 0};
+            },
+            stream_, &bytes));
   }
   // blocks/attention.cpp: q/k norms, rope and the K/V write in one op.
   void qk_rope(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t head_dim) {
     if (tokens <= 0) return;
     add(Ph::attention, 1,
-        op_time(p_, "qk_norm_rope_kv_write", {"tokens", "n_heads", "kv_heads", "head_dim"},
-                {d(tokens), d(heads), d(kv_heads), d(head_dim)}, {"tokens"}, [&](const DimView& v) {
-                  return OpWork{.bytes = v["tokens"] * (v["n_heads"] + 2 * v["kv_heads"]) * v["head_dim"] * 8,
-                                .flops = 0};
-                }));
+        op_time(
+            p_, "qk_norm_rope_kv_write", {"tokens", "n_heads", "kv_heads", "head_dim"},
+            {d(tokens), d(heads), d(kv_heads), d(head_dim)}, {"tokens"},
+            [&](const DimView& v) {
+              return OpWork{.bytes = v["tokens"] * (v["n_heads"] + 2 * v["kv_heads"]) * v["head_dim"] * 8, .flops = 0};
+            },
+            stream_, &bytes));
   }
   void moe(Ph ph, int64_t tokens, int64_t top_k, int64_t n_experts, int64_t hidden, int64_t inter, double touched) {
     if (tokens <= 0 || n_experts <= 0) return;
     add(ph, 1,
-        op_time(p_, "moe_experts", {"tokens", "top_k", "n_experts", "hidden", "inter", "touched"},
-                {d(tokens), d(top_k), d(n_experts), d(hidden), d(inter), touched}, {"tokens"},
-                [&](const DimView& v) { return w_.moe(v); }));
+        op_time(
+            p_, "moe_experts", {"tokens", "top_k", "n_experts", "hidden", "inter", "touched"},
+            {d(tokens), d(top_k), d(n_experts), d(hidden), d(inter), touched}, {"tokens"},
+            [&](const DimView& v) { return w_.moe(v); }, stream_, &bytes));
   }
   void gqa_attention(int64_t seqs, int64_t q_len, int64_t context, int64_t heads, int64_t kv_heads, int64_t head_dim) {
     if (seqs <= 0) return;
     add(Ph::attention, 1,
-        op_time(p_, "paged_attention", {"seqs", "q_len", "context", "n_heads", "kv_heads", "head_dim"},
-                {d(seqs), d(q_len), d(context), d(heads), d(kv_heads), d(head_dim)}, {"seqs", "context"},
-                [&](const DimView& v) { return w_.paged_attention(v); }));
+        op_time(
+            p_, "paged_attention", {"seqs", "q_len", "context", "n_heads", "kv_heads", "head_dim"},
+            {d(seqs), d(q_len), d(context), d(heads), d(kv_heads), d(head_dim)}, {"seqs", "context"},
+            [&](const DimView& v) { return w_.paged_attention(v); }, stream_, &bytes));
   }
   void mla(int64_t seqs, int64_t q_len, int64_t context, int64_t heads, int64_t lora, int64_t rope) {
     if (seqs <= 0) return;
     add(Ph::attention, 1,
-        op_time(p_, "mla_attention", {"seqs", "q_len", "context", "n_heads", "kv_lora_rank", "rope_dim"},
-                {d(seqs), d(q_len), d(context), d(heads), d(lora), d(rope)}, {"seqs", "context"},
-                [&](const DimView& v) { return w_.mla_attention(v); }));
+        op_time(
+            p_, "mla_attention", {"seqs", "q_len", "context", "n_heads", "kv_lora_rank", "rope_dim"},
+            {d(seqs), d(q_len), d(context), d(heads), d(lora), d(rope)}, {"seqs", "context"},
+            [&](const DimView& v) { return w_.mla_attention(v); }, stream_, &bytes));
   }
   void head_linear(int64_t tokens, int64_t heads, int64_t in, int64_t out) {
     if (tokens <= 0) return;
     add(Ph::attention, 1,
-        op_time(p_, "head_linear", {"tokens", "heads", "in", "out"}, {d(tokens), d(heads), d(in), d(out)}, {"tokens"},
-                [&](const DimView& v) {
-                  const double t = v["tokens"], h = v["heads"], i = v["in"], o = v["out"];
-                  return OpWork{.bytes = h * i * o * w_.wb + 4 * t * h * (i + o), .flops = 2 * t * h * i * o};
-                }));
+        op_time(
+            p_, "head_linear", {"tokens", "heads", "in", "out"}, {d(tokens), d(heads), d(in), d(out)}, {"tokens"},
+            [&](const DimView& v) {
+              const double t = v["tokens"], h = v["heads"], i = v["in"], o = v["out"];
+              return OpWork{.bytes = h * i * o * w_.wb + 4 * t * h * (i + o), .flops = 2 * t * h * i * o};
+            },
+            stream_, &bytes));
   }
   // A collective over a group of `ranks` consecutive-rank span `span`, `bytes` per rank.
   void collective(const std::string& kind, int ranks, int span, double bytes) {
@@ -148,13 +170,15 @@ class Ops {
   void host_wait(Ph ph) { add(ph, 1, p_.copy_to_host_s, true); }
   void copy(Ph ph, const std::string& op, double bytes) {
     if (bytes <= 0) return;
-    add(ph, 1, op_time(p_, op, {"bytes"}, {bytes}, {"bytes"}, [&](const DimView& v) {
-          return OpWork{.bytes = v["bytes"], .flops = 0};
-        }));
+    add(ph, 1,
+        op_time(
+            p_, op, {"bytes"}, {bytes}, {"bytes"},
+            [&](const DimView& v) { return OpWork{.bytes = v["bytes"], .flops = 0}; }, stream_, &bytes));
   }
 
   std::array<double, kCostPhaseCount> eager{};
   double kernels = 0;  // as a captured graph replays them
+  double bytes = 0;    // the ops' bytes
   double eager_total() const {
     double s = 0;
     for (double v : eager) s += v;
@@ -164,6 +188,7 @@ class Ops {
   void absorb(const Ops& o, double times) {
     for (size_t i = 0; i < eager.size(); ++i) eager[i] += times * o.eager[i];
     kernels += times * o.kernels;
+    bytes += times * o.bytes;
   }
 
  private:
@@ -174,6 +199,7 @@ class Ops {
   }
   const MachineProfile& p_;
   const Cluster& c_;
+  double stream_ = 0;
   Works w_;
 };
 
@@ -305,10 +331,10 @@ void moe_ops(Ops& o, const ModelDesc& s, const ParallelSizes& z, const RankStep&
 }
 
 // One micro-batch through this rank's stage (transformer.cpp forward / run_layers / head).
-Ops stage_ops(const CostInputs& in, const RankStep& r) {
+Ops stage_ops(const CostInputs& in, const RankStep& r, bool stream) {
   const ModelDesc& s = *in.shape;
   const ParallelSizes& z = in.sizes;
-  Ops o(*in.profile, *in.cluster, d(in.kv_bytes));
+  Ops o(*in.profile, *in.cluster, d(in.kv_bytes), stream);
   const int64_t T = r.tokens, H = s.hidden;
   // dense_tp spanning dp replicas gathers every member's rows (transformer.cpp dense_rows).
   const bool gathered = z.dense_tp > z.tp;
@@ -322,7 +348,7 @@ Ops stage_ops(const CostInputs& in, const RankStep& r) {
     int64_t n = 0;
     for (int64_t l = r.layers_begin; l < r.layers_end; ++l) n += s.layer_ffn[static_cast<size_t>(l)] == kind ? 1 : 0;
     if (n == 0) continue;
-    Ops layer(*in.profile, *in.cluster, d(in.kv_bytes));
+    Ops layer(*in.profile, *in.cluster, d(in.kv_bytes), stream);
     attention_ops(layer, s, z, r);
     layer.collective("all_reduce", z.tp, z.tp, d(T * H * 4));
     layer.rows_op(norms, "add_rms_norm", "rows", T, {"dim"}, {H}, 16);
@@ -385,7 +411,10 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
                .layers_begin = first,
                .layers_end = first + in.stage_layers[st]};
     first = r.layers_end;
-    Ops o = stage_ops(in, r);
+    // The ranks' bytes together beyond a CPU's caches: the ops stream from memory.
+    const bool stream =
+        in.profile->stream_bytes_per_s > 0 && stage_ops(in, r, false).bytes * d(z.world_size()) > kCpuCacheBytes;
+    Ops o = stage_ops(in, r, stream);
     if (z.pp > 1) {
       const double send = pp_send_seconds(in, r.tokens);
       if (!r.first_stage) o.eager[communication] += send;

@@ -148,25 +148,50 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
   const auto is_shape = [&](size_t d) {
     return std::find(vi.begin(), vi.end(), static_cast<int>(d)) == vi.end() && !outcome_dim(t.dims[d]);
   };
-  // The measured shape nearest to the query in the non-varying dims.
-  double best = std::numeric_limits<double>::infinity();
-  std::vector<double> shape;
-  for (const auto& p : t.points) {
-    double dist = 0;
+  const auto same_shape_as = [&](const std::vector<double>& a, const std::vector<double>& b) {
     for (size_t d = 0; d < n; ++d) {
-      if (is_shape(d)) dist += std::abs(lg(p[d] + 1) - lg(q[d] + 1));
-    }
-    if (dist < best) {
-      best = dist;
-      shape = p;
-    }
-  }
-  const auto same_shape = [&](const std::vector<double>& p) {
-    for (size_t d = 0; d < n; ++d) {
-      if (is_shape(d) && p[d] != shape[d]) return false;
+      if (is_shape(d) && a[d] != b[d]) return false;
     }
     return true;
   };
+  // Each measured shape (the non-varying dims) with the range it was measured over in the varying dims.
+  struct Shape {
+    std::vector<double> point, lo, hi;
+  };
+  std::vector<Shape> shapes;
+  for (const auto& p : t.points) {
+    auto s = std::find_if(shapes.begin(), shapes.end(), [&](const Shape& x) { return same_shape_as(x.point, p); });
+    if (s == shapes.end()) {
+      shapes.push_back({.point = p, .lo = p, .hi = p});
+      continue;
+    }
+    for (const int v : vi) {
+      const auto d = static_cast<size_t>(v);
+      s->lo[d] = std::min(s->lo[d], p[d]);
+      s->hi[d] = std::max(s->hi[d], p[d]);
+    }
+  }
+  // The measured shape nearest to the query: log distance in the non-varying dims, plus how far the query lies
+  // outside the shape's measured range in the varying ones (a shape timed at m = 1 only says nothing of m = 64,
+  // where a product turns from reading its weights to computing).
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<double> shape;
+  for (const Shape& s : shapes) {
+    double dist = 0;
+    for (size_t d = 0; d < n; ++d) {
+      if (is_shape(d)) dist += std::abs(lg(s.point[d] + 1) - lg(q[d] + 1));
+    }
+    for (const int v : vi) {
+      const auto d = static_cast<size_t>(v);
+      const double x = lg(q[d] + 1);
+      dist += std::max(0.0, lg(s.lo[d] + 1) - x) + std::max(0.0, x - lg(s.hi[d] + 1));
+    }
+    if (dist < best) {
+      best = dist;
+      shape = s.point;
+    }
+  }
+  const auto same_shape = [&](const std::vector<double>& p) { return same_shape_as(p, shape); };
   // Each point of that shape as log(measured time / predicted work), over the varying dims.
   const auto ratio = [&](const std::vector<double>& p) {
     return lg(p.back() * 1e-6 / work_seconds(work(DimView{&t.dims, p.data()})));
@@ -192,6 +217,31 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
   }
   return std::exp(log_r) * work_seconds(work(DimView{&t.dims, q.data()}));
 }
+
+namespace {
+
+// Weights this large stream from memory whatever the CPU's caches (the largest last-level caches hold a few
+// hundred MB).
+constexpr double kBeyondCachesBytes = 512e6;
+
+// See MachineProfile::stream_bytes_per_s: the single-row linear point with the most weight bytes, when those are
+// beyond the caches.
+double stream_rate(const MachineProfile& p) {
+  const auto it = p.ops.find("linear");
+  if (p.device != "cpu" || it == p.ops.end()) return 0;
+  const OpTable& t = it->second;
+  const int m = t.dim("m"), n = t.dim("n"), k = t.dim("k");
+  if (m < 0 || n < 0 || k < 0) return 0;
+  double best_bytes = 0, rate = 0;
+  for (const auto& pt : t.points) {
+    if (pt[static_cast<size_t>(m)] != 1) continue;
+    const double bytes = pt[static_cast<size_t>(n)] * pt[static_cast<size_t>(k)] * p.weight_bytes;
+    if (bytes > best_bytes) best_bytes = bytes, rate = bytes / (pt.back() * 1e-6);
+  }
+  return best_bytes >= kBeyondCachesBytes ? rate : 0;
+}
+
+}  // namespace
 
 double MachineProfile::collective_seconds(const std::string& kind, int ranks, double bytes) const {
   if (ranks <= 1) return 0;
@@ -265,6 +315,7 @@ MachineProfile parse_profile(const std::string& text_in, const std::string& src)
   if (j.contains("collectives") && !j["collectives"].empty()) {
     p.collectives = tables(j["collectives"], src + ": collectives");
   }
+  p.stream_bytes_per_s = stream_rate(p);
   return p;
 }
 

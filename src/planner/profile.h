@@ -49,6 +49,12 @@ struct MachineProfile {
   double graph_launch_s = 0;  // launching one captured graph, beyond its ops
   double copy_to_host_s = 0;  // a 4-byte device-to-host copy
   double weight_bytes = 2;    // per element of the weight dtype the ops were timed with
+  // CPU profiles: the rate at which one rank streams weights from memory while the others do the same, from the
+  // largest single-row product of the profile (weights far beyond any cache); 0 when there is none. The ops were
+  // timed calling one operand over and over, so a small one stays in the caches; in a step whose weights are
+  // beyond the caches each layer reads its own from memory, and the cost model holds every op to its bytes at
+  // this rate (cost_model.cpp).
+  double stream_bytes_per_s = 0;
   std::map<std::string, OpTable> ops;
   std::map<std::string, OpTable> collectives;  // dims: ranks, bytes
 

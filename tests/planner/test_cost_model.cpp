@@ -138,6 +138,33 @@ TEST(Profile, LookupTakesTheNearestShape) {
   EXPECT_THROW(p.op_seconds("moe_experts", DimView{&names, values.data()}, {"m"}, linear_fn), Error);
 }
 
+// A shape measured at one row only says nothing of many rows (where a product turns from reading its weights to
+// computing): the lookup takes the nearest shape whose measured rows cover the query's before a nearer one that
+// does not.
+TEST(Profile, LookupPrefersAShapeMeasuredOverTheQuerysRows) {
+  json pts = {{1, 32000, 1024, 1.0 * linear_work(1, 32000, 1024) * 1e6}};
+  for (double m : {1.0, 16.0, 256.0}) pts.push_back({m, 4096, 2048, 3.0 * linear_work(m, 4096, 2048) * 1e6});
+  const MachineProfile p =
+      parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(), "p.json");
+  EXPECT_NEAR(lookup(p, 1, 30000, 1024), linear_work(1, 30000, 1024), 1e-12);
+  EXPECT_NEAR(lookup(p, 64, 30000, 1024), 3.0 * linear_work(64, 30000, 1024), 1e-12);
+}
+
+// A CPU profile's streaming rate is its largest single-row product's, when that reads more than 512 MB of weights
+// (f32 on the CPU); none for a GPU profile or without such a point.
+TEST(Profile, CpuStreamingRateFromTheLargestSingleRowProduct) {
+  json j = profile_json({{"linear",
+                          {{"dims", {"m", "n", "k"}},
+                           {"points", {{1, 65536, 2048, 10000.0}, {1, 4096, 2048, 100.0}, {64, 65536, 2048, 9e4}}}}}});
+  j["machine"]["device"] = "cpu";
+  EXPECT_NEAR(parse_profile(j.dump(), "cpu.json").stream_bytes_per_s, 65536.0 * 2048 * 4 / 10000e-6, 1.0);
+  j["machine"]["device"] = "cuda";
+  EXPECT_EQ(parse_profile(j.dump(), "gpu.json").stream_bytes_per_s, 0.0);
+  j["machine"]["device"] = "cpu";
+  j["ops"]["linear"]["points"] = {{1, 4096, 2048, 100.0}, {64, 65536, 2048, 9e4}};
+  EXPECT_EQ(parse_profile(j.dump(), "small.json").stream_bytes_per_s, 0.0);
+}
+
 TEST(Profile, CollectivesInterpolateAndExtrapolateByBandwidth) {
   const json coll = {{"all_reduce", {{"dims", {"ranks", "bytes"}}, {"points", {{2, 1e3, 10.0}, {2, 1e6, 100.0}}}}}};
   const json ops = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", {{1, 1024, 1024, 10.0}}}}}};
@@ -200,6 +227,37 @@ TEST(CostModel, ExpertBytesFollowTheUniformRoutingExpectation) {
   EXPECT_NEAR(p.decode_batch.phase_seconds[2], touched64 * expert / 1e11, 0.01 * touched64 * expert / 1e11);
   EXPECT_TRUE(p.decode_one.graph);
   EXPECT_LT(p.decode_one.seconds, p.decode_one.eager_seconds);
+}
+
+// On a CPU whose step reads far more than its caches hold, every op streams its operands from memory: the
+// attention projections are held to their f32 weight bytes at the profile's streaming rate (5e10 B/s, from the
+// largest product timed at twice its work), though their own shape was timed four times faster than its work
+// (an operand called over and over stays in the caches).
+TEST(CostModel, CpuStepsBeyondTheCachesStreamTheirWeights) {
+  json j = profile_json(json::object());
+  j["machine"]["device"] = "cpu";
+  j["rates"]["copy_gb_s"] = 100.0;
+  j["rates"]["matrix_tflop_s"] = 1e6;
+  const auto f32_work = [](double m, double n, double k) { return 0.5e-6 + (4 * n * k + 4 * (m * k + m * n)) / 1e11; };
+  json pts = {{1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6}};
+  for (double m : {1.0, 16.0, 256.0}) pts.push_back({m, 4096, 2048, 0.25 * f32_work(m, 4096, 2048) * 1e6});
+  j["ops"] = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}};
+  const MachineProfile cpu = parse_profile(j.dump(), "cpu.json");
+  const double stream = 65536.0 * 2048 * 4 / (2.0 * f32_work(1, 65536, 2048));
+  ASSERT_NEAR(cpu.stream_bytes_per_s, stream, 1e-6 * stream);
+
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
+  t.profiles = {cpu};
+  t.decode_context = 16;
+  LayoutRequest one;
+  one.set(Axis::tp, 1);
+  const LayoutPrediction p = predict_layout(t, check_layout(t, one));
+  // q, k, v stacked and o, f32, 48 layers: 3.6 GB, read at the streaming rate; the KV of 16 tokens and the
+  // row-wise ops add well under 1%.
+  const double bytes = (4096.0 + 2 * 512 + 4096.0) * 2048 * 4 * 48;
+  const double a = p.decode_one.phase_seconds[0];
+  EXPECT_GT(a, bytes / stream);
+  EXPECT_LT(a, 1.01 * bytes / stream);
 }
 
 }  // namespace
