@@ -115,7 +115,9 @@ int OpTable::dim(const std::string& name) const {
 }
 
 double MachineProfile::work_seconds(const OpWork& w) const {
-  return fixed_seconds(device) + std::max(w.bytes / copy_bytes_per_s, w.flops / matrix_flops_per_s);
+  // On a CPU the ops read memory with every thread of the rank, faster than the single copy `copy_gb_s` times.
+  const double bytes_rate = std::max(copy_bytes_per_s, stream_bytes_per_s);
+  return fixed_seconds(device) + std::max(w.bytes / bytes_rate, w.flops / matrix_flops_per_s);
 }
 
 double DimView::operator[](std::string_view name) const {
