@@ -205,7 +205,8 @@ class Ops {
 
 // The step's shape on one rank of a stage.
 struct RankStep {
-  int64_t tokens = 0;  // this dp replica's tokens of the micro-batch
+  int64_t tokens = 0;  // this dp replica's tokens of the micro-batch (the busiest replica's)
+  int64_t micro_tokens = 0;  // the micro-batch's tokens over all dp replicas (fewer than tokens · dp when some idle)
   int64_t seqs = 0;
   int64_t q_len = 1;
   int64_t context = 0;
@@ -311,7 +312,7 @@ void moe_ops(Ops& o, const ModelDesc& s, const ParallelSizes& z, const RankStep&
   const int64_t own = (T + z.tp - 1) / z.tp;
   route(own);
   o.host_wait(router);
-  const double replica_tokens = d(T) * z.dp / z.edp;          // tokens one edp replica's experts serve
+  const double replica_tokens = d(r.micro_tokens) / z.edp;    // tokens one edp replica's experts serve
   const double pairs = busiest(replica_tokens * d(K), z.ep);  // each etp rank of an ep rank gets them all
   const double n_send = d(own * K * z.etp);
   const int stage = z.stage_size();
@@ -402,6 +403,7 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
   int64_t first = 0;
   for (size_t st = 0; st < in.stage_layers.size(); ++st) {
     RankStep r{.tokens = seqs_dp * q_len,
+               .micro_tokens = seqs_micro * q_len,
                .seqs = seqs_dp,
                .q_len = q_len,
                .context = context,

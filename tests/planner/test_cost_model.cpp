@@ -260,5 +260,21 @@ TEST(CostModel, CpuStepsBeyondTheCachesStreamTheirWeights) {
   EXPECT_LT(a, 1.01 * bytes / stream);
 }
 
+// Under attention DP a batch smaller than the replicas leaves some idle: one sequence over dp 2 × ep 2 is one token
+// for the experts of both ranks (each holds 64 of the 128), which touch 64 · (1 − (1 − 8/128)^1) = 4 of theirs, not
+// the 7.75 two tokens (one a replica) would.
+TEST(CostModel, IdleReplicasSendTheExpertsNoTokens) {
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 2);
+  t.profiles = {work_only_profile()};
+  t.decode_context = 16;
+  t.cluster = make_cluster(find_machine("h200"), 2, std::nullopt);
+  LayoutRequest dp_ep;
+  dp_ep.set(Axis::dp, 2);
+  dp_ep.set(Axis::ep, 2);
+  const LayoutPrediction p = predict_layout(t, check_layout(t, dp_ep));
+  const double expert = 3.0 * 2048 * 768 * 2 * 48;  // one expert's bf16 matrices over the 48 layers
+  EXPECT_NEAR(p.decode_one.phase_seconds[2], 4 * expert / 1e11, 0.01 * 4 * expert / 1e11);
+}
+
 }  // namespace
 }  // namespace sy
