@@ -205,7 +205,7 @@ class Ops {
 
 // The step's shape on one rank of a stage.
 struct RankStep {
-  int64_t tokens = 0;  // this dp replica's tokens of the micro-batch (the busiest replica's)
+  int64_t tokens = 0;        // this dp replica's tokens of the micro-batch (the busiest replica's)
   int64_t micro_tokens = 0;  // the micro-batch's tokens over all dp replicas (fewer than tokens · dp when some idle)
   int64_t seqs = 0;
   int64_t q_len = 1;
