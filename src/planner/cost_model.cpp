@@ -398,8 +398,8 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
   const int64_t seqs_dp = (seqs_micro + z.dp - 1) / z.dp;
   const bool one_rank = z.world_size() == 1;
   double worst = 0;
-  std::array<double, kCostPhaseCount> worst_phases{};
-  double worst_kernels = 0;
+  std::array<double, kCostPhaseCount> worst_phases{}, sum_phases{};
+  double worst_kernels = 0, sum_kernels = 0;
   int64_t first = 0;
   for (size_t st = 0; st < in.stage_layers.size(); ++st) {
     RankStep r{.tokens = seqs_dp * q_len,
@@ -427,9 +427,12 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
       worst_phases = o.eager;
       worst_kernels = o.kernels;
     }
+    for (size_t i = 0; i < sum_phases.size(); ++i) sum_phases[i] += o.eager[i];
+    sum_kernels += o.kernels;
   }
   const MachineProfile& p = *in.profile;
-  const double fill = static_cast<double>(M + z.pp - 1);
+  // The first micro-batch passes every stage in turn; each later one adds the slowest stage (one stage: M = 1).
+  const double more = static_cast<double>(M - 1);
   // Per step on the host and the copies around it (runtime/executor.cpp upload, engine sampling): the inputs
   // uploaded, the sampled ids copied back, one wait for the device.
   const double step_fixed = 4 * p.launch_s + p.copy_to_host_s + p.sync_s;
@@ -445,13 +448,15 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
     tail.rows_op(sampling, "sample_tokens", "rows", batch, {"vocab"}, {V}, 4);
   }
   for (int i = 0; i < kCostPhaseCount; ++i) {
-    out.phase_seconds[static_cast<size_t>(i)] = worst_phases[static_cast<size_t>(i)] * fill + tail.eager[i];
+    const auto u = static_cast<size_t>(i);
+    out.phase_seconds[u] = sum_phases[u] + worst_phases[u] * more + tail.eager[i];
   }
   out.phase_seconds[other] += step_fixed;
   out.eager_seconds = 0;
   for (double v : out.phase_seconds) out.eager_seconds += v;
   out.graph = decode && one_rank && p.device == "cuda";
-  out.seconds = out.graph ? worst_kernels + tail.kernels + p.graph_launch_s + step_fixed : out.eager_seconds;
+  out.seconds = out.graph ? sum_kernels + worst_kernels * more + tail.kernels + p.graph_launch_s + step_fixed
+                          : out.eager_seconds;
   return out;
 }
 

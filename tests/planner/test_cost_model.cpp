@@ -276,5 +276,22 @@ TEST(CostModel, IdleReplicasSendTheExpertsNoTokens) {
   EXPECT_NEAR(p.decode_one.phase_seconds[2], 4 * expert / 1e11, 0.01 * 4 * expert / 1e11);
 }
 
+// One sequence through two pipeline stages is one micro-batch passing each stage in turn: the step is the sum of
+// the stages plus the boundary's send, the one-rank step within a few µs, not twice the slower stage (the last,
+// which holds the 0.62 GB LM head: that would add ≈ 6 ms at 1e11 B/s).
+TEST(CostModel, OneSequencePassesThePipelineStagesInTurn) {
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
+  t.profiles = {work_only_profile()};
+  t.decode_context = 16;
+  LayoutRequest one, pp2;
+  one.set(Axis::tp, 1);
+  pp2.set(Axis::pp, 2);
+  const double single = predict_layout(t, check_layout(t, one)).decode_one.eager_seconds;
+  t.cluster = make_cluster(find_machine("h200"), 2, std::nullopt);
+  const double piped = predict_layout(t, check_layout(t, pp2)).decode_one.eager_seconds;
+  EXPECT_GT(piped, single);
+  EXPECT_LT(piped, single + 1e-3) << "one rank " << single << " s, two stages " << piped << " s";
+}
+
 }  // namespace
 }  // namespace sy
