@@ -455,8 +455,8 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
   out.eager_seconds = 0;
   for (double v : out.phase_seconds) out.eager_seconds += v;
   out.graph = decode && one_rank && p.device == "cuda";
-  out.seconds = out.graph ? sum_kernels + worst_kernels * more + tail.kernels + p.graph_launch_s + step_fixed
-                          : out.eager_seconds;
+  out.seconds =
+      out.graph ? sum_kernels + worst_kernels * more + tail.kernels + p.graph_launch_s + step_fixed : out.eager_seconds;
   return out;
 }
 
