@@ -124,9 +124,13 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
   p.step = time_step_costs(*be, timing);
   // The collectives' time is kept out of the ops' budget (a tenth of the bound).
   const double ops_seconds = std::max(1.0, bound * (W > 1 ? 0.9 : 1.0) - ms_since(start) / 1e3);
-  p.ops = time_ops(
-      {.be = *be, .timing = timing, .seconds = ops_seconds, .memory_share = cpu ? 1.0 / W : 1.0, .log = report},
-      calibration_grid(be->device(), o.quick), p.skipped);
+  p.ops = time_ops({.be = *be,
+                    .timing = timing,
+                    .seconds = ops_seconds,
+                    .memory_share = cpu ? 1.0 / W : 1.0,
+                    .log = report,
+                    .lockstep = cpu && world != nullptr && W > 1 ? world : nullptr},
+                   calibration_grid(be->device(), o.quick), p.skipped);
   p.matrix_tflop_s = largest_linear_rate(p.ops);
   if (p.matrix_tflop_s <= 0) p.matrix_tflop_s = time_matrix_rate(*be, timing);
   p.matrix_tflop_s /= 1e12;

@@ -117,6 +117,8 @@ struct OpsRun {
   double seconds = 0;
   double memory_share = 1;  // of the device's free memory this rank may take (ranks sharing the host)
   bool log = false;
+  // CPU ranks sharing the host: each point timed by all of them at once, the slowest kept (nullptr: alone).
+  Communicator* lockstep = nullptr;
 };
 std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid,
                                  std::vector<SkippedPoint>& skipped);

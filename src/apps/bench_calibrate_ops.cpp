@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <map>
 #include <new>
+#include <optional>
 #include <random>
 #include <string_view>
 
@@ -548,6 +549,32 @@ struct Budget {
   }
 };
 
+// Ranks that share the host's cores and memory (CPU ranks) time each point together: they start it after a
+// barrier, every decision to skip is taken by all of them, and the time kept is the slowest rank's. In a step the
+// ranks stream and compute at the same moments and wait for the slowest at the next collective; ranks timing
+// the grid each at its own pace would share the memory with whatever the others happen to run. Without a
+// communicator (one rank, or GPUs of their own) each call is the identity.
+struct Lockstep {
+  Communicator* world = nullptr;
+
+  bool any(bool mine) const {
+    if (world == nullptr) return mine;
+    float f = mine ? 1.0f : 0.0f;
+    world->all_reduce_sum(&f, 1);
+    return f > 0;
+  }
+  void start() const {
+    if (world != nullptr) world->barrier();
+  }
+  double slowest(double us) const {
+    if (world == nullptr) return us;
+    const float mine = static_cast<float>(us);
+    std::vector<float> all(static_cast<size_t>(world->size()));
+    world->all_gather(&mine, all.data(), 1, DType::f32);
+    return *std::max_element(all.begin(), all.end());
+  }
+};
+
 }  // namespace
 
 const std::vector<OpSpec>& calibrated_ops() {
@@ -563,6 +590,7 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
                                  std::vector<SkippedPoint>& skipped) {
   Backend& be = run.be;
   SY_CHECK(be.kv_storage_dtype() == be.weight_dtype(), "bench calibrate fills the KV cache in the weight dtype");
+  const Lockstep lock{.world = run.lockstep};
   Budget budget{.seconds = run.seconds};
   for (const OpGrid& g : grid) budget.weight_left += g.weight;
   std::mt19937_64 rng(20240519);
@@ -587,7 +615,7 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
         const size_t later = series.size() - i - 1;
         // An op's first point is timed whatever the budget, so that no op is left without points (the planner
         // would fall back to the preset's efficiencies for it).
-        if (!table.points.empty() && ms_since(op_start) / 1e3 > share) {
+        if (!table.points.empty() && lock.any(ms_since(op_start) / 1e3 > share)) {
           skip(point, fmt::format("the op's share of the time budget ({:.1f} s of --max-seconds) was spent; {} "
                                   "larger point(s) of this series not timed either",
                                   share, later));
@@ -597,26 +625,39 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
           skip(point, "a dim is 0 (a slice finer than the shape, e.g. 4 kv heads over tp 8)");
           continue;
         }
+        const double free = static_cast<double>(be.memory_info().free_bytes) * run.memory_share - reserve;
+        PointMemory mem(be, weights, free, rng);
+        std::optional<Prepared> prepared;
+        std::string why;
         double us = 0;
-        CalibPoint recorded;
-        try {
-          const double free = static_cast<double>(be.memory_info().free_bytes) * run.memory_share - reserve;
-          PointMemory mem(be, weights, free, rng);
-          const Prepared p = entry.prepare(mem, be, point);
-          us = time_prepared(be, p, run.timing);
-          recorded = p.recorded.empty() ? point : p.recorded;
-        } catch (const PointSkip& s) {
-          skip(point, s.why);
-          continue;
-        } catch (const std::bad_alloc&) {
-          skip(point, "the allocation failed (out of memory)");
-          continue;
-        } catch (const Error& e) {
-          // The backend's own scratch for the op (outside the limit above) may not fit either, or a library refuses
-          // the shape: the point is recorded as skipped with the reason, and the run goes on.
-          skip(point, e.what());
+        bool failed = false;
+        // Preparing, then timing; a rank that fails either says so to the others before any of them goes on.
+        // The backend's own scratch for the op (outside the limit above) may not fit, or a library may refuse the
+        // shape: the point is recorded as skipped with the reason, and the run goes on.
+        for (const bool timing : {false, true}) {
+          try {
+            if (timing) {
+              us = time_prepared(be, *prepared, run.timing);
+            } else {
+              prepared.emplace(entry.prepare(mem, be, point));
+            }
+          } catch (const PointSkip& s) {
+            why = s.why;
+          } catch (const std::bad_alloc&) {
+            why = "the allocation failed (out of memory)";
+          } catch (const Error& e) {
+            why = e.what();
+          }
+          failed = lock.any(!why.empty());
+          if (failed) break;
+          if (!timing) lock.start();
+        }
+        if (failed) {
+          skip(point, why.empty() ? "another rank could not time this point" : why);
           continue;
         }
+        us = lock.slowest(us);
+        const CalibPoint recorded = prepared->recorded.empty() ? point : prepared->recorded;
         table.points.push_back({.dims = recorded, .us = us});
         if (us > run.timing.cut_us && later > 0) {
           skip(series[i + 1], fmt::format("one call at {} took {:.1f} ms, over the {:.0f} ms cut; this and {} larger "
