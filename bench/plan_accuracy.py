@@ -596,7 +596,12 @@ def replan(args, cases, runs, meta):
         c["plan"] = {k: v for k, v in p.items() if k not in ("decode", "prefill")}
         c["predicted"] = {"decode": p.get("decode"), "prefill": p.get("prefill")}
         c["profile"] = p.get("profile")
-        c["status"] = "ok" if p["status"] == "ok" else p["status"]
+        c["status"] = p["status"]
+        for stale in ("note", "layout_mismatch"):
+            c.pop(stale, None)
+        bflags = ((c.get("bench_meta") or {}).get("layout") or {}).get("flags")
+        if bflags and c["plan"].get("flags") and bflags != c["plan"]["flags"]:
+            c["layout_mismatch"] = f"plan {c['plan']['flags']} vs bench {bflags}"
         if p["status"] != "ok":
             c["note"] = "; ".join(p.get("issues") or []) or p.get("error") or ""
             print(f"[replan] {label}: {p['status']}: {c['note'][:160]}", flush=True)

@@ -625,8 +625,7 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
           skip(point, "a dim is 0 (a slice finer than the shape, e.g. 4 kv heads over tp 8)");
           continue;
         }
-        const double free = static_cast<double>(be.memory_info().free_bytes) * run.memory_share - reserve;
-        PointMemory mem(be, weights, free, rng);
+        std::optional<PointMemory> mem;
         std::optional<Prepared> prepared;
         std::string why;
         double us = 0;
@@ -635,12 +634,16 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
         // The backend's own scratch for the op (outside the limit above) may not fit, or a library may refuse the
         // shape: the point is recorded as skipped with the reason, and the run goes on.
         for (const bool timing : {false, true}) {
+          bool mine = true;  // this rank failed, until its step returns
           try {
             if (timing) {
               us = time_prepared(be, *prepared, run.timing);
             } else {
-              prepared.emplace(entry.prepare(mem, be, point));
+              const double free = static_cast<double>(be.memory_info().free_bytes) * run.memory_share - reserve;
+              mem.emplace(be, weights, free, rng);
+              prepared.emplace(entry.prepare(*mem, be, point));
             }
+            mine = false;
           } catch (const PointSkip& s) {
             why = s.why;
           } catch (const std::bad_alloc&) {
@@ -648,12 +651,15 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
           } catch (const Error& e) {
             why = e.what();
           }
-          failed = lock.any(!why.empty());
-          if (failed) break;
+          failed = lock.any(mine);
+          if (failed) {
+            if (!mine) why = "another rank could not time this point";
+            break;
+          }
           if (!timing) lock.start();
         }
         if (failed) {
-          skip(point, why.empty() ? "another rank could not time this point" : why);
+          skip(point, why);
           continue;
         }
         us = lock.slowest(us);

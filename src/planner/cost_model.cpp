@@ -77,10 +77,12 @@ class Ops {
   void linear(Ph ph, int64_t m, int64_t n, int64_t k, bool f32 = false, double times = 1) {
     if (m <= 0 || n <= 0 || k <= 0) return;
     const double wb = f32 ? 4.0 : w_.wb;
+    const double before = bytes;
     add(ph, times,
         op_time(
             p_, f32 ? "linear_f32" : "linear", {"m", "n", "k"}, {d(m), d(n), d(k)}, {"m"},
             [&](const DimView& v) { return w_.linear(v, wb); }, stream_, &bytes));
+    bytes += (times - 1) * (bytes - before);  // op_time counted one call's
   }
   // A row-wise op over `rows` rows (dim rows_dim) of the other dims' product elements, `bytes_per` bytes moved
   // per element.
@@ -168,11 +170,11 @@ class Ops {
   }
   // A host round trip (a copy of a few bytes back, the host waiting for the device).
   void host_wait(Ph ph) { add(ph, 1, p_.copy_to_host_s, true); }
-  void copy(Ph ph, const std::string& op, double bytes) {
-    if (bytes <= 0) return;
+  void copy(Ph ph, const std::string& op, double n_bytes) {
+    if (n_bytes <= 0) return;
     add(ph, 1,
         op_time(
-            p_, op, {"bytes"}, {bytes}, {"bytes"},
+            p_, op, {"bytes"}, {n_bytes}, {"bytes"},
             [&](const DimView& v) { return OpWork{.bytes = v["bytes"], .flops = 0}; }, stream_, &bytes));
   }
 
@@ -312,7 +314,9 @@ void moe_ops(Ops& o, const ModelDesc& s, const ParallelSizes& z, const RankStep&
   const int64_t own = (T + z.tp - 1) / z.tp;
   route(own);
   o.host_wait(router);
-  const double replica_tokens = d(r.micro_tokens) / z.edp;    // tokens one edp replica's experts serve
+  // The tokens the busiest edp replica's experts serve: its dp replicas' (each at most the busiest's T), no more
+  // than the micro-batch holds.
+  const double replica_tokens = std::min(d(T) * z.dp / z.edp, d(r.micro_tokens));
   const double pairs = busiest(replica_tokens * d(K), z.ep);  // each etp rank of an ep rank gets them all
   const double n_send = d(own * K * z.etp);
   const int stage = z.stage_size();
@@ -429,6 +433,9 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
     }
     for (size_t i = 0; i < sum_phases.size(); ++i) sum_phases[i] += o.eager[i];
     sum_kernels += o.kernels;
+    // A stage is busy while it sends and while it receives, but the first micro-batch's pass crosses each boundary
+    // once: the sum keeps the receiving side's.
+    if (z.pp > 1 && !r.last_stage) sum_phases[communication] -= pp_send_seconds(in, r.tokens);
   }
   const MachineProfile& p = *in.profile;
   // The first micro-batch passes every stage in turn; each later one adds the slowest stage (one stage: M = 1).

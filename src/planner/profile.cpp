@@ -161,16 +161,22 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
     std::vector<double> point, lo, hi;
   };
   std::vector<Shape> shapes;
+  std::map<std::vector<double>, size_t> shape_index;  // the shape dims' values -> shapes[i]
   for (const auto& p : t.points) {
-    auto s = std::find_if(shapes.begin(), shapes.end(), [&](const Shape& x) { return same_shape_as(x.point, p); });
-    if (s == shapes.end()) {
+    std::vector<double> key;
+    for (size_t d = 0; d < n; ++d) {
+      if (is_shape(d)) key.push_back(p[d]);
+    }
+    const auto [it, fresh] = shape_index.try_emplace(std::move(key), shapes.size());
+    if (fresh) {
       shapes.push_back({.point = p, .lo = p, .hi = p});
       continue;
     }
+    Shape& s = shapes[it->second];
     for (const int v : vi) {
       const auto d = static_cast<size_t>(v);
-      s->lo[d] = std::min(s->lo[d], p[d]);
-      s->hi[d] = std::max(s->hi[d], p[d]);
+      s.lo[d] = std::min(s.lo[d], p[d]);
+      s.hi[d] = std::max(s.hi[d], p[d]);
     }
   }
   // The measured shape nearest to the query: log distance in the non-varying dims, plus how far the query lies

@@ -233,16 +233,25 @@ TEST(CostModel, ExpertBytesFollowTheUniformRoutingExpectation) {
 // attention projections are held to their f32 weight bytes at the profile's streaming rate (5e10 B/s, from the
 // largest product timed at twice its work), though their own shape was timed four times faster than its work
 // (an operand called over and over stays in the caches).
-TEST(CostModel, CpuStepsBeyondTheCachesStreamTheirWeights) {
+// The f32 work of linear on the CPU profile below: 0.5 µs plus the bytes at 1e11 B/s (FLOPs never the bound).
+double f32_work(double m, double n, double k) { return 0.5e-6 + (4 * n * k + 4 * (m * k + m * n)) / 1e11; }
+
+// A CPU profile whose (m, 4096, 2048) products ran four times faster than their work (from the caches) and, with
+// `streaming`, one single-row product of 537 MB at twice its work (5e10 B/s).
+MachineProfile cpu_profile(bool streaming) {
   json j = profile_json(json::object());
   j["machine"]["device"] = "cpu";
   j["rates"]["copy_gb_s"] = 100.0;
   j["rates"]["matrix_tflop_s"] = 1e6;
-  const auto f32_work = [](double m, double n, double k) { return 0.5e-6 + (4 * n * k + 4 * (m * k + m * n)) / 1e11; };
-  json pts = {{1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6}};
+  json pts = json::array();
+  if (streaming) pts.push_back({1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6});
   for (double m : {1.0, 16.0, 256.0}) pts.push_back({m, 4096, 2048, 0.25 * f32_work(m, 4096, 2048) * 1e6});
   j["ops"] = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}};
-  const MachineProfile cpu = parse_profile(j.dump(), "cpu.json");
+  return parse_profile(j.dump(), "cpu.json");
+}
+
+TEST(CostModel, CpuStepsBeyondTheCachesStreamTheirWeights) {
+  const MachineProfile cpu = cpu_profile(true);
   const double stream = 65536.0 * 2048 * 4 / (2.0 * f32_work(1, 65536, 2048));
   ASSERT_NEAR(cpu.stream_bytes_per_s, stream, 1e-6 * stream);
 
@@ -291,6 +300,42 @@ TEST(CostModel, OneSequencePassesThePipelineStagesInTurn) {
   const double piped = predict_layout(t, check_layout(t, pp2)).decode_one.eager_seconds;
   EXPECT_GT(piped, single);
   EXPECT_LT(piped, single + 1e-3) << "one rank " << single << " s, two stages " << piped << " s";
+}
+
+// A model whose step reads less than the caches hold keeps the rates its shapes were timed at: the tiny Qwen3-MoE
+// fixture predicts the same with and without a streaming rate in the profile.
+TEST(CostModel, CpuStepsWithinTheCachesKeepTheirTimedRates) {
+  PlanTarget t =
+      test::target_for(std::filesystem::path(SY_SOURCE_DIR) / "tests" / "fixtures" / "qwen3_moe_base", "h200", 1);
+  t.decode_context = 16;
+  LayoutRequest one;
+  one.set(Axis::tp, 1);
+  t.profiles = {cpu_profile(true)};
+  ASSERT_GT(t.profiles[0].stream_bytes_per_s, 0.0);
+  const double with = predict_layout(t, check_layout(t, one)).decode_one.eager_seconds;
+  t.profiles = {cpu_profile(false)};
+  ASSERT_EQ(t.profiles[0].stream_bytes_per_s, 0.0);
+  const double without = predict_layout(t, check_layout(t, one)).decode_one.eager_seconds;
+  EXPECT_GT(with, 0.0);
+  EXPECT_DOUBLE_EQ(with, without);
+}
+
+// Expert replicas each serve their own dp replicas' tokens: one sequence over dp 2 (experts replicated, edp 2) is
+// one token for the busiest replica's experts, which touch its 8 of 128, not the 4.06 half a token would.
+TEST(CostModel, TheBusiestExpertReplicaServesItsOwnTokens) {
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 2);
+  t.profiles = {work_only_profile()};
+  t.decode_context = 16;
+  t.cluster = make_cluster(find_machine("h200"), 2, std::nullopt);
+  LayoutRequest dp2;
+  dp2.set(Axis::dp, 2);
+  dp2.set(Axis::edp, 2);
+  const LayoutCheck check = check_layout(t, dp2);
+  ASSERT_EQ(check.sizes.edp, 2);
+  ASSERT_EQ(check.sizes.etp, 1);
+  const LayoutPrediction p = predict_layout(t, check);
+  const double expert = 3.0 * 2048 * 768 * 2 * 48;
+  EXPECT_NEAR(p.decode_one.phase_seconds[2], 8 * expert / 1e11, 0.01 * 8 * expert / 1e11);
 }
 
 }  // namespace
