@@ -1,7 +1,9 @@
 // The speed model's machinery against mathematics: profiles are read strictly, a lookup interpolates log-log
 // between measured points and scales by work exactly as documented, collectives extrapolate by bandwidth, and
 // the cost model's predictions follow the bytes of the layout (tensor parallelism halves the attention weights
-// a rank reads; more sequences touch the experts the uniform-routing formula says).
+// a rank reads; more sequences touch the experts the uniform-routing formula says; a CPU step beyond the caches
+// streams its weights and one within them does not; experts serve the tokens their replicas hold; one sequence
+// passes pipeline stages in turn).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -269,20 +271,33 @@ TEST(CostModel, CpuStepsBeyondTheCachesStreamTheirWeights) {
   EXPECT_LT(a, 1.01 * bytes / stream);
 }
 
-// Under attention DP a batch smaller than the replicas leaves some idle: one sequence over dp 2 × ep 2 is one token
-// for the experts of both ranks (each holds 64 of the 128), which touch 64 · (1 − (1 − 8/128)^1) = 4 of theirs, not
-// the 7.75 two tokens (one a replica) would.
-TEST(CostModel, IdleReplicasSendTheExpertsNoTokens) {
+// Qwen3-30B-A3B on two ranks of an h200 under `request`, by the work-only profile: the experts phase of one
+// sequence's decode step, and one expert's bf16 matrices over the 48 layers in bytes.
+double experts_phase_on_two(const LayoutRequest& request, int64_t want_edp) {
   PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 2);
   t.profiles = {work_only_profile()};
   t.decode_context = 16;
   t.cluster = make_cluster(find_machine("h200"), 2, std::nullopt);
-  LayoutRequest dp_ep;
+  const LayoutCheck check = check_layout(t, request);
+  EXPECT_EQ(check.sizes.edp, want_edp);
+  EXPECT_EQ(check.sizes.etp, 1);
+  return predict_layout(t, check).decode_one.phase_seconds[2];
+}
+constexpr double kQwen3ExpertBytes = 3.0 * 2048 * 768 * 2 * 48;
+
+// Under attention DP a batch smaller than the replicas leaves some idle: one sequence over dp 2 × ep 2 is one token
+// for the experts of both ranks (each holds 64 of the 128), which touch 64 · (1 − (1 − 8/128)^1) = 4 of theirs, not
+// the 7.75 two tokens (one a replica) would. With the experts replicated instead (dp 2, edp 2), each replica serves
+// its own dp replica's tokens: the busiest one's single token touches its 8 of 128, not the 4.06 half a token would.
+TEST(CostModel, ExpertsServeTheTokensTheirReplicasHold) {
+  LayoutRequest dp_ep, dp_edp;
   dp_ep.set(Axis::dp, 2);
   dp_ep.set(Axis::ep, 2);
-  const LayoutPrediction p = predict_layout(t, check_layout(t, dp_ep));
-  const double expert = 3.0 * 2048 * 768 * 2 * 48;  // one expert's bf16 matrices over the 48 layers
-  EXPECT_NEAR(p.decode_one.phase_seconds[2], 4 * expert / 1e11, 0.01 * 4 * expert / 1e11);
+  dp_edp.set(Axis::dp, 2);
+  dp_edp.set(Axis::edp, 2);
+  const double b = kQwen3ExpertBytes / 1e11;
+  EXPECT_NEAR(experts_phase_on_two(dp_ep, 1), 4 * b, 0.01 * 4 * b);
+  EXPECT_NEAR(experts_phase_on_two(dp_edp, 2), 8 * b, 0.01 * 8 * b);
 }
 
 // One sequence through two pipeline stages is one micro-batch passing each stage in turn: the step is the sum of
@@ -318,24 +333,6 @@ TEST(CostModel, CpuStepsWithinTheCachesKeepTheirTimedRates) {
   const double without = predict_layout(t, check_layout(t, one)).decode_one.eager_seconds;
   EXPECT_GT(with, 0.0);
   EXPECT_DOUBLE_EQ(with, without);
-}
-
-// Expert replicas each serve their own dp replicas' tokens: one sequence over dp 2 (experts replicated, edp 2) is
-// one token for the busiest replica's experts, which touch its 8 of 128, not the 4.06 half a token would.
-TEST(CostModel, TheBusiestExpertReplicaServesItsOwnTokens) {
-  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 2);
-  t.profiles = {work_only_profile()};
-  t.decode_context = 16;
-  t.cluster = make_cluster(find_machine("h200"), 2, std::nullopt);
-  LayoutRequest dp2;
-  dp2.set(Axis::dp, 2);
-  dp2.set(Axis::edp, 2);
-  const LayoutCheck check = check_layout(t, dp2);
-  ASSERT_EQ(check.sizes.edp, 2);
-  ASSERT_EQ(check.sizes.etp, 1);
-  const LayoutPrediction p = predict_layout(t, check);
-  const double expert = 3.0 * 2048 * 768 * 2 * 48;
-  EXPECT_NEAR(p.decode_one.phase_seconds[2], 8 * expert / 1e11, 0.01 * 8 * expert / 1e11);
 }
 
 }  // namespace
