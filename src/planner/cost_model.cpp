@@ -421,11 +421,9 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
     const bool stream =
         in.profile->stream_bytes_per_s > 0 && stage_ops(in, r, false).bytes * d(z.world_size()) > kCpuCacheBytes;
     Ops o = stage_ops(in, r, stream);
-    if (z.pp > 1) {
-      const double send = pp_send_seconds(in, r.tokens);
-      if (!r.first_stage) o.eager[communication] += send;
-      if (!r.last_stage) o.eager[communication] += send;
-    }
+    const double send = z.pp > 1 ? pp_send_seconds(in, r.tokens) : 0.0;
+    if (!r.first_stage) o.eager[communication] += send;
+    if (!r.last_stage) o.eager[communication] += send;
     if (o.eager_total() > worst) {
       worst = o.eager_total();
       worst_phases = o.eager;
@@ -435,7 +433,7 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
     sum_kernels += o.kernels;
     // A stage is busy while it sends and while it receives, but the first micro-batch's pass crosses each boundary
     // once: the sum keeps the receiving side's.
-    if (z.pp > 1 && !r.last_stage) sum_phases[communication] -= pp_send_seconds(in, r.tokens);
+    if (!r.last_stage) sum_phases[communication] -= send;
   }
   const MachineProfile& p = *in.profile;
   // The first micro-batch passes every stage in turn; each later one adds the slowest stage (one stage: M = 1).
