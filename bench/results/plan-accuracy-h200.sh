@@ -14,7 +14,8 @@
 # locally, `python3 bench/plan_accuracy.py --merge A/results.json B/results.json --out DIR` does the same.
 # Env: MODELS, LENS (input lengths), LAYOUTS, BATCHES (comma lists, default the set's), OUTPUT_LEN (64), PHASES
 # ("calibrate accuracy"), RANKS (cpu calibrations, "1 2 4 8"), RECAL=1, CAL_TIMEOUT (s per calibration, 300),
-# CAL_SECONDS (calibrate's own --max-seconds bound),
+# CAL_SECONDS (calibrate's own --max-seconds bound), CAL_MODELS (cpu: calibrate's --model arguments, default the
+# set's two models; empty: the built-in grid),
 # LIMIT (570), NAME (carry folder, pa). A profile from an earlier call can come back in .devcarry/$NAME/profiles/.
 # .devcarry/$NAME/bin.tar.xz: bin/ (build-cuda, stripped: switchyard) and lib/ (the shared libraries it needs, flat).
 # Results in $OUT: h200.json or cpu-rW.json (profiles), calibrate-*.txt, <set>/ (results.json, table.md, logs/,
@@ -88,9 +89,11 @@ if [ "$MODE" = gpu ]; then
 elif [ "$MODE" = cpu ]; then
   command -v mpirun > /dev/null || echo "no mpirun on PATH: layouts of several CPU ranks will fail"
   { nproc; lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Core|Socket|NUMA node\('; } > "$OUT/cpu.txt" 2>&1
+  CPU_MODELS="--model models/pydoc-moe --model bench/configs/qwen3-moe-cpu-medium"
   names=()
   for w in ${RANKS:-1 2 4 8}; do
-    calibrate "cpu-r$w" --device cpu --ranks "$w"
+    # shellcheck disable=SC2086  # CAL_MODELS: several --model DIR words
+    calibrate "cpu-r$w" --device cpu --ranks "$w" ${CAL_MODELS-$CPU_MODELS}
     names+=("cpu-r$w")
   done
   accuracy cpu-ranks "${names[@]}"

@@ -29,8 +29,16 @@ struct CalibrateOptions {
   int ranks = 0;  // 0: one rank, or the ranks of the mpirun launch
   std::string out;
   bool quick = false;
-  double max_seconds = 0;  // 0: the default bound of the device and grid
+  double max_seconds = 0;           // 0: the default bound of the device and grid
+  std::vector<std::string> models;  // --model: the grid holds these models' shapes only
 };
+
+// The models of --model, described (a clear error for a folder without a readable config.json).
+std::vector<ModelDesc> described_models(const CalibrateOptions& o) {
+  std::vector<ModelDesc> out;
+  for (const std::string& dir : o.models) out.push_back(load_model_desc(dir));
+  return out;
+}
 
 // Default bounds on the whole run: a full calibration within 3 minutes on a GPU and 4 on a CPU; the quick grid
 // takes seconds.
@@ -53,6 +61,8 @@ void check_options(const CalibrateOptions& o) {
   SY_CHECK(access(folder.c_str(), W_OK) == 0, "--out {}: the folder {} is not writable", o.out, folder.string());
   SY_CHECK(!fs::is_directory(out, ec), "--out {} is a folder; give a file path in it, e.g. {}/profile.json", o.out,
            o.out);
+  SY_CHECK(o.models.empty() || !o.quick, "--model and --quick exclude each other (the quick grid has fixed shapes)");
+  described_models(o);
 }
 
 std::string utc_now() {
@@ -103,7 +113,8 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
                .transport = "none",
                .date = utc_now(),
                .quick = o.quick,
-               .weight_dtype = be->weight_dtype() == DType::bf16 ? "bf16" : "f32"};
+               .weight_dtype = be->weight_dtype() == DType::bf16 ? "bf16" : "f32",
+               .models = o.models};
   const TimingPolicy timing{.graphs = !cpu,
                             .batch_us = o.quick ? 300.0 : 1000.0,
                             .repeats = cpu || o.quick ? 3 : 5,
@@ -113,10 +124,12 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
   if (report) {
     std::printf(
         "bench calibrate: %s (%s), %.0f GB, %d CPU thread%s, %d rank%s, %s grid within %.0f s; each point the median "
-        "over %d batches of back-to-back calls of at least %.1f ms%s\n",
+        "over %d batches of back-to-back calls of at least %.1f ms%s%s\n",
         device.c_str(), p.machine.name.c_str(), p.machine.memory_gb, p.machine.cpu_threads,
-        p.machine.cpu_threads == 1 ? "" : "s", W, W == 1 ? "" : "s", o.quick ? "quick" : "full", bound, timing.repeats,
-        timing.batch_us / 1e3, timing.graphs ? ", replayed as one captured graph where the op allows" : "");
+        p.machine.cpu_threads == 1 ? "" : "s", W, W == 1 ? "" : "s",
+        o.quick ? "quick" : (o.models.empty() ? "full" : "the models'"), bound, timing.repeats, timing.batch_us / 1e3,
+        timing.graphs ? ", replayed as one captured graph where the op allows" : "",
+        cpu && W > 1 ? "; all ranks at once (the slowest kept), then rank 0 alone" : "");
     std::fflush(stdout);
   }
 
@@ -130,7 +143,7 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
                     .memory_share = cpu ? 1.0 / W : 1.0,
                     .log = report,
                     .lockstep = cpu && world != nullptr && W > 1 ? world : nullptr},
-                   calibration_grid(be->device(), o.quick), p.skipped);
+                   calibration_grid(be->device(), o.quick, described_models(o)), p.skipped);
   p.matrix_tflop_s = largest_linear_rate(p.ops);
   if (p.matrix_tflop_s <= 0) p.matrix_tflop_s = time_matrix_rate(*be, timing);
   p.matrix_tflop_s /= 1e12;
@@ -190,6 +203,10 @@ CommandMain add_bench_calibrate_command(CLI::App& bench, Launch& launch) {
       ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--out", o->out, "the profile to write (JSON)")->required();
   cmd->add_flag("--quick", o->quick, "a tiny grid that runs in seconds (tests)");
+  cmd->add_option("--model", o->models,
+                  "a model folder (config.json) whose shapes make the grid, in place of the built-in models and "
+                  "generic shapes; repeat for several")
+      ->check(CLI::ExistingDirectory);
   cmd->add_option("--max-seconds", o->max_seconds,
                   "bound on the whole run (default: 180 on cuda, 240 on cpu, 60 with --quick); the ops share it by "
                   "weight and points left out are listed in \"skipped\"")

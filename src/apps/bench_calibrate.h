@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/model_desc.h"
 #include "backend/backend.h"
 #include "parallel/communicator.h"
 
@@ -22,6 +23,9 @@ using CalibPoint = std::vector<int64_t>;
 struct TimedPoint {
   CalibPoint dims;
   double us = 0;  // per call
+  // CPU ranks: the same point timed by rank 0 while the other ranks wait (a step where only some ranks work, as
+  // a pipeline's stages at batch 1); 0: not timed.
+  double alone_us = 0;
 };
 
 // One entry of "ops": an op's time as a function of its dims.
@@ -55,7 +59,8 @@ struct MachineSection {
   std::string transport;  // "none", "mpi" or "nccl"
   std::string date;       // ISO 8601 UTC
   bool quick = false;
-  std::string weight_dtype;  // "bf16" or "f32"
+  std::string weight_dtype;         // "bf16" or "f32"
+  std::vector<std::string> models;  // the model folders whose shapes made the grid (--model); empty: built-in
 };
 
 struct StepSection {
@@ -99,8 +104,9 @@ struct OpGrid {
 };
 
 // The grid of every op on `device` (full, or the quick one that runs in seconds on a small CPU), in the order
-// they are measured (bench_calibrate_grid.cpp).
-std::vector<OpGrid> calibration_grid(Device device, bool quick);
+// they are measured (bench_calibrate_grid.cpp). With `models` (bench calibrate --model), the full grid holds the
+// shapes of those models only, at every tp, ep and etp slice, in place of the built-in models and generic shapes.
+std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vector<ModelDesc>& models = {});
 
 // The ops of the profile, their dims, and the setup of one point (bench_calibrate_ops.cpp).
 struct OpSpec {
@@ -117,7 +123,8 @@ struct OpsRun {
   double seconds = 0;
   double memory_share = 1;  // of the device's free memory this rank may take (ranks sharing the host)
   bool log = false;
-  // CPU ranks sharing the host: each point timed by all of them at once, the slowest kept (nullptr: alone).
+  // CPU ranks sharing the host: each point timed by all of them at once, the slowest kept, then by rank 0 alone
+  // (nullptr: one rank, or GPUs of their own).
   Communicator* lockstep = nullptr;
 };
 std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid,

@@ -26,7 +26,7 @@ const std::vector<int64_t> kVocabs = {4096, 32000, 129280, 151936, 163840};
 
 // A model's shapes, from its config.json.
 struct ModelShapes {
-  const char* source = "";
+  std::string source;
   int64_t hidden = 0;
   int64_t n_heads = 0, kv_heads = 0, head_dim = 0;  // GQA (MLA: kv_lora_rank > 0)
   int64_t dense_inter = 0;                          // dense FFN layers (intermediate_size); 0: none
@@ -123,6 +123,31 @@ std::vector<const ModelShapes*> models_for(Device device) {
     if (device != Device::cpu || m.cpu) out.push_back(&m);
   }
   return out;
+}
+
+// The shapes of a described model (bench calibrate --model).
+ModelShapes shapes_of(const ModelDesc& d) {
+  const AttentionDesc& a = d.attn;
+  const bool mla = a.kind == AttentionKind::mla;
+  return {.source = d.architecture,
+          .hidden = d.hidden,
+          .n_heads = a.n_heads,
+          .kv_heads = mla ? 0 : a.kv_heads,
+          .head_dim = mla ? 0 : a.head_dim,
+          .dense_inter = d.dense_layer_count() > 0 ? d.dense_inter : 0,
+          .shared_inter = d.moe.shared_inter,
+          .n_experts = d.moe.n_experts,
+          .top_k = d.moe.top_k,
+          .moe_inter = d.moe.inter,
+          .vocab = d.vocab,
+          .q_lora_rank = mla ? a.q_lora_rank : 0,
+          .kv_lora_rank = mla ? a.kv_lora_rank : 0,
+          .qk_nope = mla ? a.qk_nope_head_dim : 0,
+          .qk_rope = mla ? a.qk_rope_head_dim : 0,
+          .v_head = mla ? a.v_head_dim : 0,
+          .n_group = d.moe.scoring == RouterScoring::sigmoid ? d.moe.n_group : 0,
+          .topk_group = d.moe.scoring == RouterScoring::sigmoid ? d.moe.topk_group : 0,
+          .cpu = true};
 }
 
 // The series of an op whose points differ in one leading dim (m, tokens, rows): `fixed` after each value of
@@ -273,17 +298,27 @@ std::vector<OpGrid> quick_grid() {
 
 }  // namespace
 
-std::vector<OpGrid> calibration_grid(Device device, bool quick) {
+std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vector<ModelDesc>& described) {
   if (quick) return quick_grid();
   const bool cpu = device == Device::cpu;
-  const std::vector<const ModelShapes*> models = models_for(device);
+  // The models given, or the built-in ones with generic shapes between them.
+  std::vector<ModelShapes> given;
+  for (const ModelDesc& d : described) given.push_back(shapes_of(d));
+  const bool generic = given.empty();
+  std::vector<const ModelShapes*> models = models_for(device);
+  if (!generic) {
+    models.clear();
+    for (const ModelShapes& m : given) models.push_back(&m);
+  }
   std::vector<OpGrid> g;
   const auto op = [&](const std::string& name, double weight) -> OpGrid& {
     return g.emplace_back(OpGrid{.op = name, .weight = weight});
   };
 
   std::vector<CalibPoint> linears = model_linears(models);
-  for (const CalibPoint& p : generic_linears(cpu ? int64_t{16} << 20 : int64_t{256} << 20)) linears.push_back(p);
+  if (generic) {
+    for (const CalibPoint& p : generic_linears(cpu ? int64_t{16} << 20 : int64_t{256} << 20)) linears.push_back(p);
+  }
   add_row_series(op("linear", 25), linears, kRows);
 
   PointSet routers;
@@ -291,7 +326,7 @@ std::vector<OpGrid> calibration_grid(Device device, bool quick) {
   add_row_series(op("linear_f32", 3), routers.points(), kRows);
 
   std::vector<CalibPoint> experts = expert_sets(models);
-  if (cpu) experts.push_back({8, 64, 1024, 512});  // between the bundled model and Qwen3's hidden 2048
+  if (cpu && generic) experts.push_back({8, 64, 1024, 512});  // between the bundled model and Qwen3's hidden 2048
   add_row_series(op("moe_experts", 20), experts, kRows);
 
   const std::vector<CalibPoint> heads = gqa_heads(models);
@@ -300,9 +335,19 @@ std::vector<OpGrid> calibration_grid(Device device, bool quick) {
 
   // MLA: the heads of Kimi K2 (64) and DeepSeek-V3 (128) at tp slices, latent 512 and rope 64 (both models'); the
   // CPU takes a few small head counts.
-  const std::vector<CalibPoint> mla_heads =
+  std::vector<CalibPoint> mla_heads =
       cpu ? std::vector<CalibPoint>{{16, 512, 64}, {4, 512, 64}}
           : std::vector<CalibPoint>{{128, 512, 64}, {64, 512, 64}, {32, 512, 64}, {16, 512, 64}, {8, 512, 64}};
+  if (!generic) {
+    // The given models' MLA heads at every tp slice (none: no MLA op is timed).
+    PointSet s;
+    for (const ModelShapes* m : models) {
+      for (int64_t tp : kTp) {
+        if (m->kv_lora_rank > 0 && m->n_heads % tp == 0) s.add({m->n_heads / tp, m->kv_lora_rank, m->qk_rope});
+      }
+    }
+    mla_heads = s.points();
+  }
   add_attention_series(op("mla_attention", 10), mla_heads, cpu ? std::vector<int64_t>{1, 8, 64} : kDecodeSeqs, {1},
                        kContexts);
   // head_linear: MLA's query absorption (in qk_nope 128, out kv_lora_rank 512) and output (in 512, out v_head 128).

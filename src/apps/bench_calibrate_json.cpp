@@ -1,6 +1,6 @@
 // The machine profile `bench calibrate` writes, as JSON: {"format": "switchyard-profile", "version": 1, machine,
-// rates, step, ops, collectives, skipped}; every time in microseconds per call (4 significant digits), every dim an
-// integer. The text keeps that order and puts each point on a line of its own.
+// rates, step, ops, ops_alone (CPU ranks only), collectives, skipped}; every time in microseconds per call (4
+// significant digits), every dim an integer. The text keeps that order and puts each point on a line of its own.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -65,6 +65,7 @@ nlohmann::ordered_json profile_json(const CalibrationProfile& p) {
                     {"date", m.date},
                     {"quick", m.quick},
                     {"weight_dtype", m.weight_dtype}};
+  if (!m.models.empty()) out["machine"]["models"] = m.models;
   out["rates"] = {{"copy_gb_s", rounded(p.copy_gb_s)}, {"matrix_tflop_s", rounded(p.matrix_tflop_s)}};
   out["step"] = {{"launch_us", rounded(p.step.launch_us)},
                  {"sync_us", rounded(p.step.sync_us)},
@@ -73,6 +74,17 @@ nlohmann::ordered_json profile_json(const CalibrationProfile& p) {
   nlohmann::ordered_json ops = nlohmann::ordered_json::object();
   for (const MeasuredOp& t : p.ops) ops[t.op] = {{"dims", t.dims}, {"points", points_json(t.points)}};
   out["ops"] = ops;
+  // CPU ranks: each point's time with rank 0 working alone, where it was timed (the planner's steps in which only
+  // some ranks work).
+  nlohmann::ordered_json alone = nlohmann::ordered_json::object();
+  for (const MeasuredOp& t : p.ops) {
+    std::vector<TimedPoint> points;
+    for (const TimedPoint& pt : t.points) {
+      if (pt.alone_us > 0) points.push_back({.dims = pt.dims, .us = pt.alone_us});
+    }
+    if (!points.empty()) alone[t.op] = {{"dims", t.dims}, {"points", points_json(points)}};
+  }
+  if (!alone.empty()) out["ops_alone"] = alone;
   nlohmann::ordered_json collectives = nlohmann::ordered_json::object();
   for (const CollectiveTable& t : p.collectives) {
     collectives[t.kind] = {{"dims", {"ranks", "bytes"}}, {"points", points_json(t.points)}};
@@ -90,7 +102,8 @@ std::string profile_text(const CalibrationProfile& p) {
   for (const char* key : {"format", "version", "machine", "rates", "step"}) {
     out += fmt::format(" \"{}\": {},\n", key, j[key].dump());
   }
-  for (const char* key : {"ops", "collectives"}) {
+  for (const char* key : {"ops", "ops_alone", "collectives"}) {
+    if (!j.contains(key)) continue;
     out += fmt::format(" \"{}\": ", key);
     append_tables(out, j[key]);
     out += ",\n";

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <new>
 #include <optional>
@@ -573,6 +574,22 @@ struct Lockstep {
     world->all_gather(&mine, all.data(), 1, DType::f32);
     return *std::max_element(all.begin(), all.end());
   }
+  // Rank 0 times the point again while the others wait at the barrier, as the idle ranks of a step wait in a
+  // collective (a pipeline's other stages at batch 1, attention replicas without a sequence); 0 on the other
+  // ranks, without a communicator, or when that second timing fails.
+  double alone(const std::function<double()>& time) const {
+    if (world == nullptr) return 0;
+    double us = 0;
+    if (world->rank() == 0) {
+      try {
+        us = time();
+      } catch (const Error&) {
+        us = 0;  // the point keeps its lockstep time only
+      }
+    }
+    world->barrier();
+    return us;
+  }
 };
 
 }  // namespace
@@ -663,8 +680,9 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
           continue;
         }
         us = lock.slowest(us);
+        const double alone = lock.alone([&] { return time_prepared(be, *prepared, run.timing); });
         const CalibPoint recorded = prepared->recorded.empty() ? point : prepared->recorded;
-        table.points.push_back({.dims = recorded, .us = us});
+        table.points.push_back({.dims = recorded, .us = us, .alone_us = alone});
         if (us > run.timing.cut_us && later > 0) {
           skip(series[i + 1], fmt::format("one call at {} took {:.1f} ms, over the {:.0f} ms cut; this and {} larger "
                                           "point(s) of the series not timed",

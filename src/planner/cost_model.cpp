@@ -51,16 +51,28 @@ struct Works {
 // the machines this runs on): its ops stream their operands from memory (MachineProfile::stream_bytes_per_s).
 constexpr double kCpuCacheBytes = 64e6;
 
-// One op's time, from the profile's table when it has one, else from its work at the profile's rates; at least
-// its bytes at `stream` bytes/s when that is set. Adds the op's bytes to *bytes.
+// How many of a CPU profile's ranks run an op at once, as the share of the way from rank 0 alone (0) to every rank
+// together (1): the ranks share the host's cores and memory, so an op runs faster while the others wait.
+struct Busy {
+  double share = 1;
+  double stream = 0;  // bytes/s a rank streams beyond the caches at this share; 0: no such floor
+};
+
+// One op's time, from the profile's table when it has one, else from its work at the profile's rates; between the
+// profile's single-rank and all-ranks timings by `busy.share`; at least its bytes at `busy.stream` bytes/s when
+// that is set. Adds the op's bytes to *bytes.
 double op_time(const MachineProfile& p, const std::string& op, const std::vector<std::string>& names,
                const std::vector<double>& values, const std::vector<std::string>& vary, const WorkFn& work,
-               double stream, double* bytes) {
+               const Busy& busy, double* bytes) {
   const DimView q{&names, values.data()};
   const OpWork w = work(q);
   *bytes += w.bytes;
-  const double s = p.has_op(op) ? p.op_seconds(op, q, vary, work) : p.work_seconds(w);
-  return stream > 0 ? std::max(s, w.bytes / stream) : s;
+  double s = p.has_op(op) ? p.op_seconds(op, q, vary, work) : p.work_seconds(w);
+  if (busy.share < 1 && p.has_op_alone(op)) {
+    const double alone = p.op_seconds(op, q, vary, work, true);
+    s = alone + busy.share * (s - alone);
+  }
+  return busy.stream > 0 ? std::max(s, w.bytes / busy.stream) : s;
 }
 
 // The ops of one rank, accumulated per phase: kernel time (as a captured graph replays them) and eager time
@@ -68,11 +80,20 @@ double op_time(const MachineProfile& p, const std::string& op, const std::vector
 class Ops {
  public:
   // stream: hold every op to its bytes at the profile's streaming rate (a step beyond the caches).
-  Ops(const MachineProfile& p, const Cluster& c, double kvb, bool stream = false)
-      : p_(p), c_(c), stream_(stream ? p.stream_bytes_per_s : 0) {
+  Ops(const MachineProfile& p, const Cluster& c, double kvb, bool stream = false) : p_(p), c_(c), stream_(stream) {
     w_.wb = p.weight_bytes;
     w_.kvb = kvb;
+    busy(1);
   }
+  // The share of the profile's ranks running the ops that follow at once (Busy).
+  void busy(double share) {
+    busy_.share = std::clamp(share, 0.0, 1.0);
+    busy_.stream = 0;
+    if (!stream_) return;
+    const double all = p_.stream_bytes_per_s, alone = p_.stream_alone_bytes_per_s;
+    busy_.stream = alone > 0 ? alone + busy_.share * (all - alone) : all;
+  }
+  double busy_share() const { return busy_.share; }
 
   void linear(Ph ph, int64_t m, int64_t n, int64_t k, bool f32 = false, double times = 1) {
     if (m <= 0 || n <= 0 || k <= 0) return;
@@ -81,7 +102,7 @@ class Ops {
     add(ph, times,
         op_time(
             p_, f32 ? "linear_f32" : "linear", {"m", "n", "k"}, {d(m), d(n), d(k)}, {"m"},
-            [&](const DimView& v) { return w_.linear(v, wb); }, stream_, &bytes));
+            [&](const DimView& v) { return w_.linear(v, wb); }, busy_, &bytes));
     bytes += (times - 1) * (bytes - before);  // op_time counted one call's
   }
   // A row-wise op over `rows` rows (dim rows_dim) of the other dims' product elements, `bytes_per` bytes moved
@@ -105,7 +126,7 @@ class Ops {
               for (size_t i = 0; i < other.size() && i < sized; ++i) e *= v[other[i]];
               return OpWork{.bytes = e * bytes_per, .flops = 0};
             },
-            stream_, &bytes));
+            busy_, &bytes));
   }
   // blocks/attention.cpp: q/k norms, rope and the K/V write in one op.
   void qk_rope(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t head_dim) {
@@ -117,7 +138,7 @@ class Ops {
             [&](const DimView& v) {
               return OpWork{.bytes = v["tokens"] * (v["n_heads"] + 2 * v["kv_heads"]) * v["head_dim"] * 8, .flops = 0};
             },
-            stream_, &bytes));
+            busy_, &bytes));
   }
   void moe(Ph ph, int64_t tokens, int64_t top_k, int64_t n_experts, int64_t hidden, int64_t inter, double touched) {
     if (tokens <= 0 || n_experts <= 0) return;
@@ -125,7 +146,7 @@ class Ops {
         op_time(
             p_, "moe_experts", {"tokens", "top_k", "n_experts", "hidden", "inter", "touched"},
             {d(tokens), d(top_k), d(n_experts), d(hidden), d(inter), touched}, {"tokens"},
-            [&](const DimView& v) { return w_.moe(v); }, stream_, &bytes));
+            [&](const DimView& v) { return w_.moe(v); }, busy_, &bytes));
   }
   void gqa_attention(int64_t seqs, int64_t q_len, int64_t context, int64_t heads, int64_t kv_heads, int64_t head_dim) {
     if (seqs <= 0) return;
@@ -133,7 +154,7 @@ class Ops {
         op_time(
             p_, "paged_attention", {"seqs", "q_len", "context", "n_heads", "kv_heads", "head_dim"},
             {d(seqs), d(q_len), d(context), d(heads), d(kv_heads), d(head_dim)}, {"seqs", "context"},
-            [&](const DimView& v) { return w_.paged_attention(v); }, stream_, &bytes));
+            [&](const DimView& v) { return w_.paged_attention(v); }, busy_, &bytes));
   }
   void mla(int64_t seqs, int64_t q_len, int64_t context, int64_t heads, int64_t lora, int64_t rope) {
     if (seqs <= 0) return;
@@ -141,7 +162,7 @@ class Ops {
         op_time(
             p_, "mla_attention", {"seqs", "q_len", "context", "n_heads", "kv_lora_rank", "rope_dim"},
             {d(seqs), d(q_len), d(context), d(heads), d(lora), d(rope)}, {"seqs", "context"},
-            [&](const DimView& v) { return w_.mla_attention(v); }, stream_, &bytes));
+            [&](const DimView& v) { return w_.mla_attention(v); }, busy_, &bytes));
   }
   void head_linear(int64_t tokens, int64_t heads, int64_t in, int64_t out) {
     if (tokens <= 0) return;
@@ -152,7 +173,7 @@ class Ops {
               const double t = v["tokens"], h = v["heads"], i = v["in"], o = v["out"];
               return OpWork{.bytes = h * i * o * w_.wb + 4 * t * h * (i + o), .flops = 2 * t * h * i * o};
             },
-            stream_, &bytes));
+            busy_, &bytes));
   }
   // A collective over a group of `ranks` consecutive-rank span `span`, `bytes` per rank.
   void collective(const std::string& kind, int ranks, int span, double bytes) {
@@ -175,7 +196,7 @@ class Ops {
     add(ph, 1,
         op_time(
             p_, op, {"bytes"}, {n_bytes}, {"bytes"},
-            [&](const DimView& v) { return OpWork{.bytes = v["bytes"], .flops = 0}; }, stream_, &bytes));
+            [&](const DimView& v) { return OpWork{.bytes = v["bytes"], .flops = 0}; }, busy_, &bytes));
   }
 
   std::array<double, kCostPhaseCount> eager{};
@@ -201,7 +222,8 @@ class Ops {
   }
   const MachineProfile& p_;
   const Cluster& c_;
-  double stream_ = 0;
+  bool stream_ = false;
+  Busy busy_;
   Works w_;
 };
 
@@ -216,6 +238,8 @@ struct RankStep {
   bool first_stage = true;
   bool last_stage = true;
   int64_t layers_begin = 0, layers_end = 0;
+  double share = 1;          // Busy::share of the stage's ops
+  double experts_share = 1;  // of the routed experts under expert parallelism (the ranks that receive pairs)
 };
 
 // Expected distinct experts of `n` that `pairs_tokens` tokens touch when each picks k of all E uniformly.
@@ -324,8 +348,11 @@ void moe_ops(Ops& o, const ModelDesc& s, const ParallelSizes& z, const RankStep&
   o.collective("all_to_all_v", stage, stage, n_send * 4);
   o.collective("all_to_all_v", stage, stage, n_send * d(H) * 4);
   o.rows_op(combine, "gather_rows", "rows", static_cast<int64_t>(n_send), {"dim"}, {H}, 8);
+  const double share = o.busy_share();
+  o.busy(r.experts_share);
   o.moe(experts, static_cast<int64_t>(std::ceil(pairs)), 1, local_e, H, li,
         touched(d(local_e), d(K), d(m.n_experts), replica_tokens));
+  o.busy(share);
   o.collective("all_to_all_v", stage, stage, n_send * d(H) * 4);
   o.rows_op(combine, "scatter_add_rows", "rows", static_cast<int64_t>(n_send), {"dim"}, {H}, 12);
   if (z.tp > 1) o.collective("all_gather", z.tp, z.tp, d(own * H * 4));
@@ -340,6 +367,7 @@ Ops stage_ops(const CostInputs& in, const RankStep& r, bool stream) {
   const ModelDesc& s = *in.shape;
   const ParallelSizes& z = in.sizes;
   Ops o(*in.profile, *in.cluster, d(in.kv_bytes), stream);
+  o.busy(r.share);
   const int64_t T = r.tokens, H = s.hidden;
   // dense_tp spanning dp replicas gathers every member's rows (transformer.cpp dense_rows).
   const bool gathered = z.dense_tp > z.tp;
@@ -354,6 +382,7 @@ Ops stage_ops(const CostInputs& in, const RankStep& r, bool stream) {
     for (int64_t l = r.layers_begin; l < r.layers_end; ++l) n += s.layer_ffn[static_cast<size_t>(l)] == kind ? 1 : 0;
     if (n == 0) continue;
     Ops layer(*in.profile, *in.cluster, d(in.kv_bytes), stream);
+    layer.busy(r.share);
     attention_ops(layer, s, z, r);
     layer.collective("all_reduce", z.tp, z.tp, d(T * H * 4));
     layer.rows_op(norms, "add_rms_norm", "rows", T, {"dim"}, {H}, 16);
@@ -401,6 +430,17 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
   const int64_t seqs_micro = (batch + M - 1) / M;
   const int64_t seqs_dp = (seqs_micro + z.dp - 1) / z.dp;
   const bool one_rank = z.world_size() == 1;
+  // CPU ranks sharing a host (Busy): the ranks at work at once. A pipeline's M micro-batches keep M·pp of its
+  // pp + M - 1 stage slots busy; attention replicas without a sequence wait; under expert parallelism the ranks
+  // that receive no pair wait.
+  const auto share_of = [&](double ranks) {
+    return one_rank ? 1.0 : (ranks - 1) / static_cast<double>(z.world_size() - 1);
+  };
+  const double stages_busy = d(M) * z.pp / d(z.pp + M - 1);
+  const double replicas_busy = std::min(d(z.dp), d(seqs_micro));
+  const double pairs_micro = d(seqs_micro * q_len * in.shape->moe.top_k);
+  const double expert_ranks = d(z.ep) * z.edp;
+  const double expert_ranks_busy = expert_ranks * (1.0 - std::pow(1.0 - 1.0 / expert_ranks, pairs_micro));
   double worst = 0;
   std::array<double, kCostPhaseCount> worst_phases{}, sum_phases{};
   double worst_kernels = 0, sum_kernels = 0;
@@ -415,7 +455,9 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
                .first_stage = st == 0,
                .last_stage = st + 1 == in.stage_layers.size(),
                .layers_begin = first,
-               .layers_end = first + in.stage_layers[st]};
+               .layers_end = first + in.stage_layers[st],
+               .share = share_of(stages_busy * z.tp * replicas_busy),
+               .experts_share = share_of(stages_busy * z.etp * expert_ranks_busy)};
     first = r.layers_end;
     // The ranks' bytes together beyond a CPU's caches: the ops stream from memory.
     const bool stream =

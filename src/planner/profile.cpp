@@ -128,9 +128,11 @@ double DimView::operator[](std::string_view name) const {
 }
 
 double MachineProfile::op_seconds(const std::string& op, const DimView& query, const std::vector<std::string>& vary,
-                                  const WorkFn& work) const {
-  auto it = ops.find(op);
-  SY_CHECK(it != ops.end(), "the profile {} has no timings of op '{}'; calibrate again with this build", source, op);
+                                  const WorkFn& work, bool alone) const {
+  const std::map<std::string, OpTable>& tables = alone ? ops_alone : ops;
+  auto it = tables.find(op);
+  SY_CHECK(it != tables.end(), "the profile {} has no {}timings of op '{}'; calibrate again with this build", source,
+           alone ? "single-rank " : "", op);
   const OpTable& t = it->second;
   const size_t n = t.dims.size();
   std::vector<double> q(n);
@@ -234,9 +236,9 @@ constexpr double kBeyondCachesBytes = 512e6;
 
 // See MachineProfile::stream_bytes_per_s: the single-row linear point with the most weight bytes, when those are
 // beyond the caches.
-double stream_rate(const MachineProfile& p) {
-  const auto it = p.ops.find("linear");
-  if (p.device != "cpu" || it == p.ops.end()) return 0;
+double stream_rate(const MachineProfile& p, const std::map<std::string, OpTable>& tables) {
+  const auto it = tables.find("linear");
+  if (p.device != "cpu" || it == tables.end()) return 0;
   const OpTable& t = it->second;
   const int m = t.dim("m"), n = t.dim("n"), k = t.dim("k");
   if (m < 0 || n < 0 || k < 0) return 0;
@@ -320,10 +322,12 @@ MachineProfile parse_profile(const std::string& text_in, const std::string& src)
   p.graph_launch_s = number(s, "graph_launch_us", sw, false) * 1e-6;
   p.copy_to_host_s = number(s, "copy_to_host_us", sw, false) * 1e-6;
   p.ops = tables(need(j, "ops", src), src + ": ops");
+  if (j.contains("ops_alone")) p.ops_alone = tables(j["ops_alone"], src + ": ops_alone");
   if (j.contains("collectives") && !j["collectives"].empty()) {
     p.collectives = tables(j["collectives"], src + ": collectives");
   }
-  p.stream_bytes_per_s = stream_rate(p);
+  p.stream_bytes_per_s = stream_rate(p, p.ops);
+  p.stream_alone_bytes_per_s = stream_rate(p, p.ops_alone);
   return p;
 }
 

@@ -55,17 +55,26 @@ struct MachineProfile {
   // beyond the caches each layer reads its own from memory, and the cost model holds every op to its bytes at
   // this rate (cost_model.cpp).
   double stream_bytes_per_s = 0;
+  // CPU profiles of several ranks: the same rates when rank 0 works alone while the others wait in a collective
+  // (from the tables of "ops_alone"); 0 without them.
+  double stream_alone_bytes_per_s = 0;
   std::map<std::string, OpTable> ops;
+  // CPU profiles of several ranks: the points of "ops" timed again by rank 0 while the other ranks wait (a step in
+  // which only some ranks work: a pipeline's stages at batch 1, attention replicas without a sequence). Empty in
+  // other profiles.
+  std::map<std::string, OpTable> ops_alone;
   std::map<std::string, OpTable> collectives;  // dims: ranks, bytes
 
   bool has_op(const std::string& op) const { return ops.count(op) > 0; }
+  bool has_op_alone(const std::string& op) const { return ops_alone.count(op) > 0; }
   // Seconds per call of `op` at `query` (a value for every dim of its table, by name). Interpolates log-log
   // over the `vary` dims (one or two, e.g. the rows of a product) among the measured points of the shape
   // nearest to the query in the other dims, each point's time taken relative to its work (so that a shape
   // between or beyond the measured ones scales by its bytes and FLOPs), then multiplies by the query's work.
   // sy::Error when the op is missing or a dim of its table is not in the query.
+  // alone: from "ops_alone" (sy::Error when the profile has no such table; see has_op_alone).
   double op_seconds(const std::string& op, const DimView& query, const std::vector<std::string>& vary,
-                    const WorkFn& work) const;
+                    const WorkFn& work, bool alone = false) const;
   // Seconds of a collective `kind` over `ranks` ranks moving `bytes` per rank; 0 for one rank. Falls back to
   // the nearest measured group size; beyond the measured bytes, latency plus bytes at the largest measured rate.
   double collective_seconds(const std::string& kind, int ranks, double bytes) const;

@@ -178,6 +178,43 @@ TEST(BenchCalibrate, ATightBoundStillTimesEveryOp) {
   fs::remove(out);
 }
 
+// --model: the grid is the bundled model's shapes only (hidden 256, experts of inter 320 and its etp slices 160
+// and 80, products no larger than its 4096 × 256 LM head), not the built-in models' or the generic ones; timed or
+// listed as skipped, every point is one of them, and the LM head is among them.
+TEST(BenchCalibrate, AModelsGridHoldsItsShapesOnly) {
+  const fs::path out = fs::temp_directory_path() / "sy_calibrate_model.json";
+  fs::remove(out);
+  const ScopedEnv one_thread("OMP_NUM_THREADS", "1");
+  const auto r = test::run_switchyard("bench calibrate --device cpu --max-seconds 2 --model " +
+                                      bundled_model().string() + " --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = test::read_json(out);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["machine"]["models"], nlohmann::json({bundled_model().string()}));
+  std::vector<nlohmann::json> linear, experts;
+  for (const auto& p : j["ops"]["linear"]["points"]) linear.push_back(p);
+  for (const auto& p : j["ops"]["moe_experts"]["points"]) experts.push_back(p);
+  for (const auto& s : j["skipped"]) {
+    if (s["op"] == "linear") linear.push_back(s["point"]);
+    if (s["op"] == "moe_experts") experts.push_back(s["point"]);
+  }
+  ASSERT_FALSE(linear.empty());
+  bool lm_head = false;
+  for (const auto& p : linear) {
+    const int64_t n = p[1].get<int64_t>(), k = p[2].get<int64_t>();
+    EXPECT_LE(n * k, 4096 * 256) << p.dump();
+    lm_head = lm_head || (n == 4096 && k == 256);
+  }
+  EXPECT_TRUE(lm_head);
+  ASSERT_FALSE(experts.empty());
+  for (const auto& p : experts) {
+    EXPECT_EQ(p[3], 256) << p.dump();
+    const int64_t inter = p[4].get<int64_t>();
+    EXPECT_TRUE(inter == 320 || inter == 160 || inter == 80) << p.dump();
+  }
+  fs::remove(out);
+}
+
 // Refused before anything is measured: one line, exit code 2, nothing written.
 TEST(BenchCalibrate, RefusesBadFlagsBeforeMeasuring) {
   const fs::path dir = fs::temp_directory_path() / "sy_calibrate_bad";
@@ -191,6 +228,9 @@ TEST(BenchCalibrate, RefusesBadFlagsBeforeMeasuring) {
                            {"--device cpu --ranks 0 --out p.json", "--ranks: Value 0 not in range 1"},
                            {"--device cpu", "--out is required"},
                            {"--device cpu --out p.json --max-seconds nan", "--max-seconds"},
+                           {"--device cpu --out p.json --model " + missing, "--model"},
+                           {"--device cpu --quick --out p.json --model " + bundled_model().string(),
+                            "--model and --quick exclude each other"},
                        },
                        "bench calibrate:");
   EXPECT_FALSE(fs::exists(dir));

@@ -1,7 +1,7 @@
 // The benchmarks on two CPU ranks, each started by one command that re-runs itself under mpirun (mpi tier):
 // `bench latency` with a layout runs the engine on every rank and rank 0 alone prints one table whose
 // communication column is positive (and zero on one rank); `bench comm` prints every row with positive
-// times and bandwidths; `bench calibrate` writes every collective at group size 2.
+// times and bandwidths; `bench calibrate` writes every collective at group size 2 and every op's single-rank time.
 #include <gtest/gtest.h>
 
 #include "apps/bench_output.h"
@@ -129,6 +129,20 @@ TEST(BenchCalibrateMpi, TwoRanksWriteEveryCollective) {
   ASSERT_TRUE(j.is_object()) << "rank 0 wrote no profile\n" << r.out;
   EXPECT_EQ(j["machine"]["ranks"], 2);
   EXPECT_EQ(j["machine"]["transport"], "mpi");
+  // Each op timed with both ranks at it, then by rank 0 alone: the same dims and points in "ops_alone".
+  ASSERT_TRUE(j.contains("ops_alone")) << "no single-rank timings\n" << r.out;
+  for (const auto& [op, t] : j["ops"].items()) {
+    ASSERT_TRUE(j["ops_alone"].contains(op)) << op;
+    const auto& a = j["ops_alone"][op];
+    EXPECT_EQ(a["dims"], t["dims"]) << op;
+    ASSERT_EQ(a["points"].size(), t["points"].size()) << op;
+    for (size_t i = 0; i < t["points"].size(); ++i) {
+      const auto& pa = a["points"][i];
+      const auto& pt = t["points"][i];
+      for (size_t d = 0; d + 1 < pt.size(); ++d) EXPECT_EQ(pa[d], pt[d]) << op << " " << pa.dump();
+      EXPECT_GT(pa.back().get<double>(), 0.0) << op << " " << pa.dump();
+    }
+  }
   for (const char* kind : {"all_reduce", "all_gather", "all_to_all_v", "send_recv"}) {
     ASSERT_TRUE(j["collectives"].contains(kind)) << kind << " in " << j["collectives"].dump(1);
     const auto& t = j["collectives"][kind];

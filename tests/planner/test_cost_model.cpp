@@ -3,7 +3,7 @@
 // the cost model's predictions follow the bytes of the layout (tensor parallelism halves the attention weights
 // a rank reads; more sequences touch the experts the uniform-routing formula says; a CPU step beyond the caches
 // streams its weights and one within them does not; experts serve the tokens their replicas hold; one sequence
-// passes pipeline stages in turn).
+// passes pipeline stages in turn; CPU ranks left alone by waiting ones run at their single-rank rate).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -333,6 +333,43 @@ TEST(CostModel, CpuStepsWithinTheCachesKeepTheirTimedRates) {
   const double without = predict_layout(t, check_layout(t, one)).decode_one.eager_seconds;
   EXPECT_GT(with, 0.0);
   EXPECT_DOUBLE_EQ(with, without);
+}
+
+// CPU ranks share the host: a profile of two ranks whose products ran twice their work with both ranks at them
+// ("ops") and at their work with rank 0 alone ("ops_alone"). One sequence through two pipeline stages keeps one
+// rank at work at a time: every product at the alone rate, the attention phase half of what the all-ranks table
+// says (its work-timed rope and attention ops add well under 1%). Under tp 2 both ranks work at once: the alone
+// table changes nothing.
+MachineProfile two_rank_cpu_profile(bool with_alone) {
+  json j = profile_json(json::object());
+  j["machine"]["device"] = "cpu";
+  j["machine"]["ranks"] = 2;
+  j["rates"]["copy_gb_s"] = 100.0;
+  j["rates"]["matrix_tflop_s"] = 1e6;
+  json all = json::array(), alone = json::array();
+  for (double m : {1.0, 16.0, 256.0}) {
+    all.push_back({m, 4096, 2048, 2.0 * f32_work(m, 4096, 2048) * 1e6});
+    alone.push_back({m, 4096, 2048, f32_work(m, 4096, 2048) * 1e6});
+  }
+  j["ops"] = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", all}}}};
+  if (with_alone) j["ops_alone"] = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", alone}}}};
+  return parse_profile(j.dump(), "cpu-r2.json");
+}
+
+TEST(CostModel, RanksWaitingForTheOthersLeaveThemTheHost) {
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 2);
+  t.decode_context = 16;
+  t.cluster = make_cluster(find_machine("h200"), 2, std::nullopt);
+  const auto attention = [&](const LayoutRequest& r, bool with_alone) {
+    t.profiles = {two_rank_cpu_profile(with_alone)};
+    return predict_layout(t, check_layout(t, r)).decode_one.phase_seconds[0];
+  };
+  ASSERT_FALSE(two_rank_cpu_profile(true).ops_alone.empty());
+  LayoutRequest pp2, tp2;
+  pp2.set(Axis::pp, 2);
+  tp2.set(Axis::tp, 2);
+  EXPECT_NEAR(attention(pp2, true) / attention(pp2, false), 0.5, 0.01);
+  EXPECT_DOUBLE_EQ(attention(tp2, true), attention(tp2, false));
 }
 
 }  // namespace
