@@ -154,6 +154,14 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
     p.collectives = std::move(c.tables);
     p.machine.transport = c.transport;
     if (report) std::printf("calibrate: collectives over %s, %.1f s\n", c.transport.c_str(), ms_since(t0) / 1e3);
+    if (cpu) {
+      p.step.skew = time_skew(*world, *be, o.quick);
+      if (report) {
+        std::printf("calibrate: skew");
+        for (const auto& [us, f] : p.step.skew) std::printf(" %.0f us +%.1f%%", us, 100 * f);
+        std::printf("\n");
+      }
+    }
   }
   if (!report) return 0;
   size_t points = 0;

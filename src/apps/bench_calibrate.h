@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "arch/model_desc.h"
@@ -68,6 +69,9 @@ struct StepSection {
   double sync_us = 0;          // Backend::synchronize with nothing queued
   double graph_launch_us = 0;  // one captured graph of one tiny op, minus the op; 0 where nothing is captured
   double copy_to_host_us = 0;  // a 4-byte device-to-host copy
+  // Ranks sharing a host: (segment µs, wait / segment) — segments of work each closed by a barrier take this
+  // fraction longer than the slowest rank's own segments plus the barrier; empty on one rank.
+  std::vector<std::pair<double, double>> skew;
 };
 
 struct CalibrationProfile {
@@ -150,5 +154,9 @@ struct CollectivesResult {
   std::string transport;  // "mpi" or "nccl"
 };
 CollectivesResult time_collectives(const CollectivesRun& run);
+
+// StepSection::skew at segments of about 100 µs, 1 ms and 10 ms of memory-bound work (quick: one of 300 µs), all
+// ranks at once. Collective over `world` (bench_calibrate_comm.cpp).
+std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& be, bool quick);
 
 }  // namespace sy

@@ -1,10 +1,15 @@
 // `bench calibrate`'s collectives: all-reduce, all-gather, all-to-all-v (equal blocks) and the pipeline's send/recv,
 // through the model's own ModelComm, over tp groups of 2, 4, ... consecutive ranks made as a layout makes them
-// (make_rank_groups with --tp g --dp W/g), every group of a size at once.
+// (make_rank_groups with --tp g --dp W/g), every group of a size at once; and the ranks' skew, what a collective
+// waits for the slowest of them beyond their own work.
 //
 // bytes, per rank: all_reduce the buffer reduced; all_gather the gathered result (all ranks' parts together);
 // all_to_all_v what one rank sends in all (bytes/ranks to each rank, itself included); send_recv the message.
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
 
 #include "apps/bench_calibrate.h"
 #include "apps/bench_timing.h"
@@ -85,6 +90,48 @@ CollectivesResult time_collectives(const CollectivesRun& run) {
     }
   }
   return result;
+}
+
+std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& be, bool quick) {
+  // The work of a segment: y += x over a buffer beyond the L2, called `calls` times; sized on rank 0 alone.
+  constexpr int64_t kFloats = int64_t{1} << 20;
+  auto x = random_floats(be, kFloats, 21), y = random_floats(be, kFloats, 22 + static_cast<uint64_t>(world.rank()));
+  const auto segment = [&](int calls) {
+    for (int i = 0; i < calls; ++i) be.add(y->as<float>(), x->as<float>(), kFloats);
+    be.synchronize();
+  };
+  segment(3);
+  float one_us = 0;
+  if (world.rank() == 0) {
+    const auto t0 = BenchClock::now();
+    segment(10);
+    one_us = static_cast<float>(us_since(t0) / 10);
+  }
+  world.all_reduce_sum(&one_us, 1);  // rank 0's, to every rank
+  const auto mean_us = [&](int iters, const std::function<void()>& step) {
+    world.barrier();
+    const auto t0 = BenchClock::now();
+    for (int i = 0; i < iters; ++i) step();
+    return us_since(t0) / iters;
+  };
+  std::vector<std::pair<double, double>> out;
+  for (const double target : quick ? std::vector<double>{300} : std::vector<double>{100, 1000, 10000}) {
+    const int calls = std::max(1, static_cast<int>(std::lround(target / std::max(one_us, 1.0f))));
+    const int iters = std::clamp(static_cast<int>(200000 / target), 10, 200);
+    // Every rank's own segments (all at work at once, as in a step), the slowest rank's mean kept; the
+    // barrier alone; then segments each closed by a barrier, as a step's collectives close them.
+    float alone = static_cast<float>(mean_us(iters, [&] { segment(calls); }));
+    std::vector<float> all(static_cast<size_t>(world.size()));
+    world.all_gather(&alone, all.data(), 1, DType::f32);
+    const double slowest = *std::max_element(all.begin(), all.end());
+    const double barrier = mean_us(iters, [&] { world.barrier(); });
+    const double synced = mean_us(iters, [&] {
+      segment(calls);
+      world.barrier();
+    });
+    out.emplace_back(slowest, std::max(0.0, (synced - barrier - slowest) / slowest));
+  }
+  return out;
 }
 
 }  // namespace sy

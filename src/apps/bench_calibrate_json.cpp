@@ -71,6 +71,11 @@ nlohmann::ordered_json profile_json(const CalibrationProfile& p) {
                  {"sync_us", rounded(p.step.sync_us)},
                  {"graph_launch_us", rounded(p.step.graph_launch_us)},
                  {"copy_to_host_us", rounded(p.step.copy_to_host_us)}};
+  if (!p.step.skew.empty()) {
+    nlohmann::ordered_json skew = nlohmann::ordered_json::array();
+    for (const auto& [us, f] : p.step.skew) skew.push_back({rounded(us), rounded(f)});
+    out["step"]["skew"] = skew;
+  }
   nlohmann::ordered_json ops = nlohmann::ordered_json::object();
   for (const MeasuredOp& t : p.ops) ops[t.op] = {{"dims", t.dims}, {"points", points_json(t.points)}};
   out["ops"] = ops;

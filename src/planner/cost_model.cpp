@@ -178,6 +178,7 @@ class Ops {
   // A collective over a group of `ranks` consecutive-rank span `span`, `bytes` per rank.
   void collective(const std::string& kind, int ranks, int span, double bytes) {
     if (ranks <= 1) return;
+    ++syncs;
     double s = 0;
     if (p_.has_collective(kind)) {
       s = p_.collective_seconds(kind, ranks, bytes);
@@ -202,6 +203,7 @@ class Ops {
   std::array<double, kCostPhaseCount> eager{};
   double kernels = 0;  // as a captured graph replays them
   double bytes = 0;    // the ops' bytes
+  double syncs = 0;    // collectives, each a point where the ranks wait for the slowest
   double eager_total() const {
     double s = 0;
     for (double v : eager) s += v;
@@ -212,6 +214,14 @@ class Ops {
     for (size_t i = 0; i < eager.size(); ++i) eager[i] += times * o.eager[i];
     kernels += times * o.kernels;
     bytes += times * o.bytes;
+    syncs += times * o.syncs;
+  }
+  // CPU ranks sharing a host: at each collective the ranks wait for the slowest; the profile's skew fraction of
+  // the work between collectives (MachineProfile::skew_fraction), counted as communication.
+  void add_skew() {
+    if (syncs <= 0 || p_.skew.empty()) return;
+    const double work = eager_total() - eager[communication];
+    eager[communication] += work * p_.skew_fraction(work / syncs);
   }
 
  private:
@@ -463,6 +473,7 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
     const bool stream =
         in.profile->stream_bytes_per_s > 0 && stage_ops(in, r, false).bytes * d(z.world_size()) > kCpuCacheBytes;
     Ops o = stage_ops(in, r, stream);
+    o.add_skew();
     const double send = z.pp > 1 ? pp_send_seconds(in, r.tokens) : 0.0;
     if (!r.first_stage) o.eager[communication] += send;
     if (!r.last_stage) o.eager[communication] += send;

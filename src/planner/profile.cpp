@@ -253,6 +253,14 @@ double stream_rate(const MachineProfile& p, const std::map<std::string, OpTable>
 
 }  // namespace
 
+double MachineProfile::skew_fraction(double segment_s) const {
+  if (skew.empty()) return 0;
+  std::vector<std::pair<double, double>> xs;
+  for (const auto& [seg, f] : skew) xs.emplace_back(seg, lg(std::max(f, 1e-6)));
+  const double f = std::exp(interp_log(xs, std::max(segment_s, 1e-9)));
+  return f <= 1e-6 ? 0.0 : f;
+}
+
 double MachineProfile::collective_seconds(const std::string& kind, int ranks, double bytes) const {
   if (ranks <= 1) return 0;
   auto it = collectives.find(kind);
@@ -321,6 +329,21 @@ MachineProfile parse_profile(const std::string& text_in, const std::string& src)
   p.sync_s = number(s, "sync_us", sw, false) * 1e-6;
   p.graph_launch_s = number(s, "graph_launch_us", sw, false) * 1e-6;
   p.copy_to_host_s = number(s, "copy_to_host_us", sw, false) * 1e-6;
+  if (s.contains("skew")) {
+    const json& k = s["skew"];
+    SY_CHECK(k.is_array(), "{}.skew must be an array of [segment_us, fraction] pairs, not {}", sw,
+             cut_for_message(k.dump(), 60));
+    for (size_t i = 0; i < k.size(); ++i) {
+      const json& e = k[i];
+      SY_CHECK(e.is_array() && e.size() == 2 && e[0].is_number() && e[1].is_number(),
+               "{}.skew[{}] must be [segment_us, fraction], not {}", sw, i, cut_for_message(e.dump(), 60));
+      const double us = e[0].get<double>(), f = e[1].get<double>();
+      SY_CHECK(std::isfinite(us) && us > 0 && std::isfinite(f) && f >= 0,
+               "{}.skew[{}] is [{}, {}]; the segment must be positive and the fraction at least 0", sw, i, us, f);
+      p.skew.emplace_back(us * 1e-6, f);
+    }
+    std::sort(p.skew.begin(), p.skew.end());
+  }
   p.ops = tables(need(j, "ops", src), src + ": ops");
   if (j.contains("ops_alone")) p.ops_alone = tables(j["ops_alone"], src + ": ops_alone");
   if (j.contains("collectives") && !j["collectives"].empty()) {

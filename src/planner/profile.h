@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace sy {
@@ -49,6 +50,9 @@ struct MachineProfile {
   double graph_launch_s = 0;  // launching one captured graph, beyond its ops
   double copy_to_host_s = 0;  // a 4-byte device-to-host copy
   double weight_bytes = 2;    // per element of the weight dtype the ops were timed with
+  // CPU ranks: (segment seconds, fraction) sorted by segment — work split by collectives into segments of that
+  // length takes this fraction longer, the ranks waiting for the slowest at each ("step"."skew"); empty: none.
+  std::vector<std::pair<double, double>> skew;
   // CPU profiles: the rate at which one rank streams weights from memory while the others do the same, from the
   // largest single-row product of the profile (weights far beyond any cache); 0 when there is none. The ops were
   // timed calling one operand over and over, so a small one stays in the caches; in a step whose weights are
@@ -82,6 +86,9 @@ struct MachineProfile {
   // The time of a call as the analytic work predicts it: a fixed cost plus the larger of bytes over the
   // copy rate and FLOPs over the matrix rate.
   double work_seconds(const OpWork& w) const;
+  // The skew fraction of segments `segment_s` long: log-log between the measured segments, the nearest one's
+  // beyond them; 0 without skew points.
+  double skew_fraction(double segment_s) const;
 };
 
 // Reads a profile; sy::Error naming the file and key when malformed (wrong format or version, a missing

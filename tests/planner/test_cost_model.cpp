@@ -372,5 +372,57 @@ TEST(CostModel, RanksWaitingForTheOthersLeaveThemTheHost) {
   EXPECT_DOUBLE_EQ(attention(tp2, true), attention(tp2, false));
 }
 
+// A profile's skew: read in seconds and sorted, interpolated log-log between its segments and constant beyond;
+// a malformed entry names the key.
+TEST(Profile, SkewInterpolatesOverSegments) {
+  json j = profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", {{1, 1024, 1024, 10.0}}}}}});
+  j["step"]["skew"] = {{1000.0, 0.1}, {100.0, 0.4}};
+  const MachineProfile p = parse_profile(j.dump(), "p.json");
+  ASSERT_EQ(p.skew.size(), 2u);
+  EXPECT_DOUBLE_EQ(p.skew[0].first, 100e-6);
+  EXPECT_NEAR(p.skew_fraction(std::sqrt(100e-6 * 1000e-6)), 0.2, 1e-12);  // halfway in logs: sqrt(0.4 · 0.1)
+  EXPECT_NEAR(p.skew_fraction(10e-6), 0.4, 1e-12);
+  EXPECT_NEAR(p.skew_fraction(1.0), 0.1, 1e-12);
+  EXPECT_EQ(parse_profile(profile_json(j["ops"]).dump(), "none.json").skew_fraction(1e-3), 0.0);
+  j["step"]["skew"] = {{100.0, -0.5}};
+  EXPECT_THROW(
+      {
+        try {
+          parse_profile(j.dump(), "bad.json");
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("step.skew[0]"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+}
+
+// Under tp 2 the ranks meet at every layer's collectives: a profile skew of 25% at every segment length adds a
+// quarter of the work of every rank between them to the communication phase; one rank meets no one.
+TEST(CostModel, RanksWaitForTheSlowestAtEachCollective) {
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 2);
+  t.decode_context = 16;
+  t.cluster = make_cluster(find_machine("h200"), 2, std::nullopt);
+  LayoutRequest tp2;
+  tp2.set(Axis::tp, 2);
+  MachineProfile p = two_rank_cpu_profile(false);
+  t.profiles = {p};
+  const StepPrediction without = predict_layout(t, check_layout(t, tp2)).decode_one;
+  p.skew = {{1e-6, 0.25}, {1.0, 0.25}};
+  t.profiles = {p};
+  const StepPrediction with = predict_layout(t, check_layout(t, tp2)).decode_one;
+  double work = 0;
+  for (size_t i = 0; i < without.phase_seconds.size(); ++i) {
+    if (i != 6 && i != 7) work += without.phase_seconds[i];  // not communication, not the step's sampling tail
+  }
+  EXPECT_GT(with.phase_seconds[6], without.phase_seconds[6]);
+  EXPECT_NEAR(with.phase_seconds[6] - without.phase_seconds[6], 0.25 * work, 0.02 * work);
+  for (size_t i = 0; i < without.phase_seconds.size(); ++i) {
+    if (i != 6) {
+      EXPECT_DOUBLE_EQ(with.phase_seconds[i], without.phase_seconds[i]) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sy
