@@ -409,8 +409,10 @@ Ops stage_ops(const CostInputs& in, const RankStep& r, bool stream) {
     o.rows_op(dense, "gather_rows", "rows", R, {"dim"}, {H}, 8);
     o.linear(dense, gathered ? R * z.dense_tp : R, V, H);
     if (z.dense_tp > 1) {
+      // transformer.cpp head: the vocabulary shares gathered, copied to the host, reassembled row by row.
       o.collective("all_gather", z.dense_tp, z.dense_tp, d(R * V * 4));
       o.copy(other, "copy_to_host", d(R * V * z.dense_tp * 4));
+      o.copy(other, "copy_to_host", d(R * s.vocab * 4));
     }
   }
   return o;
@@ -499,9 +501,11 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
   if (one_rank) {
     tail.rows_op(sampling, "sample_tokens", "rows", batch, {"vocab"}, {V}, 4);
   } else {
-    // Several ranks: the logits to the host, across dp and to every stage, sampled on the host.
+    // Several ranks (executor.cpp forward_parallel, run_stage): the stage's logits to the host, across dp, each
+    // row copied into the step's [batch, V], to every stage, sampled on the host.
     tail.copy(other, "copy_to_host", d(seqs_dp * V * 4));
     if (z.dp > 1) tail.collective("all_gather", z.dp, z.stage_size(), d(seqs_dp * V * 4));
+    tail.copy(other, "copy_to_host", d(batch * V * 4));
     if (z.pp > 1) tail.collective("all_reduce", z.pp, z.world_size(), d(batch * V * 4) / 2);
     tail.rows_op(sampling, "sample_tokens", "rows", batch, {"vocab"}, {V}, 4);
   }
