@@ -585,6 +585,8 @@ struct Lockstep {
         us = time();
       } catch (const Error&) {
         us = 0;  // the point keeps its lockstep time only
+      } catch (const std::bad_alloc&) {
+        us = 0;
       }
     }
     world->barrier();
