@@ -16,7 +16,8 @@
 # ("calibrate accuracy"), RANKS (cpu calibrations, "1 2 4 8"), RECAL=1, CAL_TIMEOUT (s per calibration, 300),
 # CAL_SECONDS (calibrate's own --max-seconds bound), CAL_MODELS (cpu: calibrate's --model arguments, default the
 # set's two models; empty: the built-in grid),
-# LIMIT (570), NAME (carry folder, pa). A profile from an earlier call can come back in .devcarry/$NAME/profiles/.
+# LIMIT (570), NAME (carry folder, pa), PACK=1 (pack $OUT for the device tool's 8 files). A profile from an
+# earlier call can come back in .devcarry/$NAME/profiles/.
 # .devcarry/$NAME/bin.tar.xz: bin/ (build-cuda, stripped: switchyard) and lib/ (the shared libraries it needs, flat).
 # Results in $OUT: h200.json or cpu-rW.json (profiles), calibrate-*.txt, <set>/ (results.json, table.md, logs/,
 # bench/), <set>.txt (the script's output), merged-<set>/.
@@ -99,4 +100,14 @@ elif [ "$MODE" = cpu ]; then
   accuracy cpu-ranks "${names[@]}"
 else
   echo "usage: bash $0 [gpu|cpu]"; exit 2
+fi
+
+# PACK=1 (device calls: the tool returns at most 8 files): everything under $OUT in one archive, with the set's
+# results and the profiles beside it.
+if [ "${PACK:-0}" = 1 ]; then
+  tar -C "$OUT" -cJf /tmp/pa-all.tar.xz . && find "$OUT" -mindepth 1 -delete && mv /tmp/pa-all.tar.xz "$OUT/all.tar.xz"
+  tar -C "$OUT" -xJf "$OUT/all.tar.xz" --wildcards './*.json' './*/results.json' 2> /dev/null
+  for r in "$OUT"/*/results.json; do [ -f "$r" ] && mv "$r" "$OUT/results-$(basename "$(dirname "$r")").json"; done
+  find "$OUT" -mindepth 1 -type d -empty -delete
+  ls "$OUT"
 fi
