@@ -338,26 +338,36 @@ std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vecto
   std::vector<CalibPoint> mla_heads =
       cpu ? std::vector<CalibPoint>{{16, 512, 64}, {4, 512, 64}}
           : std::vector<CalibPoint>{{128, 512, 64}, {64, 512, 64}, {32, 512, 64}, {16, 512, 64}, {8, 512, 64}};
-  if (!generic) {
-    // The given models' MLA heads at every tp slice (none: no MLA op is timed).
-    PointSet s;
-    for (const ModelShapes* m : models) {
-      for (int64_t tp : kTp) {
-        if (m->kv_lora_rank > 0 && m->n_heads % tp == 0) s.add({m->n_heads / tp, m->kv_lora_rank, m->qk_rope});
-      }
-    }
-    mla_heads = s.points();
-  }
-  add_attention_series(op("mla_attention", 10), mla_heads, cpu ? std::vector<int64_t>{1, 8, 64} : kDecodeSeqs, {1},
-                       kContexts);
-  // head_linear: MLA's query absorption (in qk_nope 128, out kv_lora_rank 512) and output (in 512, out v_head 128).
-  PointSet head_linears;
+  // head_linear: MLA's query absorption (in qk_nope, out kv_lora_rank) and output (in kv_lora_rank, out v_head),
+  // 128 and 512 in both built-in MLA models; mla_kv_write: (kv_lora_rank, rope).
+  PointSet head_linears, kv_writes;
   for (const CalibPoint& h : mla_heads) {
     head_linears.add({h[0], 128, h[1]});
     head_linears.add({h[0], h[1], 128});
   }
+  kv_writes.add({512, 64});
+  if (!generic) {
+    // The given models' at every tp slice (none: no MLA op is timed).
+    PointSet heads_of, linears_of, writes_of;
+    for (const ModelShapes* m : models) {
+      if (m->kv_lora_rank == 0) continue;
+      writes_of.add({m->kv_lora_rank, m->qk_rope});
+      for (int64_t tp : kTp) {
+        if (m->n_heads % tp != 0) continue;
+        const int64_t h = m->n_heads / tp;
+        heads_of.add({h, m->kv_lora_rank, m->qk_rope});
+        linears_of.add({h, m->qk_nope, m->kv_lora_rank});
+        linears_of.add({h, m->kv_lora_rank, m->v_head});
+      }
+    }
+    mla_heads = heads_of.points();
+    head_linears = linears_of;
+    kv_writes = writes_of;
+  }
+  add_attention_series(op("mla_attention", 10), mla_heads, cpu ? std::vector<int64_t>{1, 8, 64} : kDecodeSeqs, {1},
+                       kContexts);
   add_row_series(op("head_linear", 3), head_linears.points(), kRows);
-  add_row_series(op("mla_kv_write", 1), {{512, 64}}, kRows);
+  add_row_series(op("mla_kv_write", 1), kv_writes.points(), kRows);
 
   PointSet ropes, widths, norms, inters, softmax, grouped;
   for (const CalibPoint& h : heads) {

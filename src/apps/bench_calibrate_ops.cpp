@@ -581,12 +581,11 @@ struct Lockstep {
     if (world == nullptr) return 0;
     double us = 0;
     if (world->rank() == 0) {
+      // On failure the point keeps its lockstep time only (us stays 0).
       try {
         us = time();
       } catch (const Error&) {
-        us = 0;  // the point keeps its lockstep time only
       } catch (const std::bad_alloc&) {
-        us = 0;
       }
     }
     world->barrier();

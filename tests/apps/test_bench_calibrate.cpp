@@ -179,8 +179,8 @@ TEST(BenchCalibrate, ATightBoundStillTimesEveryOp) {
 }
 
 // --model: the grid is the bundled model's shapes only (hidden 256, experts of inter 320 and its etp slices 160
-// and 80, products no larger than its 4096 × 256 LM head), not the built-in models' or the generic ones; timed or
-// listed as skipped, every point is one of them, and the LM head is among them.
+// and 80, products no larger than its 4096 × 256 LM head, no MLA op), not the built-in models' or the generic ones;
+// timed or listed as skipped, every point is one of them, and the LM head is among them.
 TEST(BenchCalibrate, AModelsGridHoldsItsShapesOnly) {
   const fs::path out = fs::temp_directory_path() / "sy_calibrate_model.json";
   fs::remove(out);
@@ -191,6 +191,9 @@ TEST(BenchCalibrate, AModelsGridHoldsItsShapesOnly) {
   const nlohmann::json j = test::read_json(out);
   ASSERT_TRUE(j.is_object()) << r.out;
   EXPECT_EQ(j["machine"]["models"], nlohmann::json({bundled_model().string()}));
+  for (const char* mla : {"mla_attention", "head_linear", "mla_kv_write"}) {
+    EXPECT_FALSE(j["ops"].contains(mla)) << mla << ": the bundled model has no MLA";
+  }
   std::vector<nlohmann::json> linear, experts;
   for (const auto& p : j["ops"]["linear"]["points"]) linear.push_back(p);
   for (const auto& p : j["ops"]["moe_experts"]["points"]) experts.push_back(p);
