@@ -501,11 +501,14 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
   if (one_rank) {
     tail.rows_op(sampling, "sample_tokens", "rows", batch, {"vocab"}, {V}, 4);
   } else {
-    // Several ranks (executor.cpp forward_parallel, run_stage): the stage's logits to the host, across dp, each
-    // row copied into the step's [batch, V], to every stage, sampled on the host.
+    // Several ranks (executor.cpp forward_parallel, run_stage): the stage's logits to the host, straight into the
+    // step's [batch, V] without dp; under dp into the rank's rows, gathered across dp, each row copied into the
+    // step's; to every stage, sampled on the host.
     tail.copy(other, "copy_to_host", d(seqs_dp * V * 4));
-    if (z.dp > 1) tail.collective("all_gather", z.dp, z.stage_size(), d(seqs_dp * V * 4));
-    tail.copy(other, "copy_to_host", d(batch * V * 4));
+    if (z.dp > 1) {
+      tail.collective("all_gather", z.dp, z.stage_size(), d(seqs_dp * V * 4));
+      tail.copy(other, "copy_to_host", d(batch * V * 4));
+    }
     if (z.pp > 1) tail.collective("all_reduce", z.pp, z.world_size(), d(batch * V * 4) / 2);
     tail.rows_op(sampling, "sample_tokens", "rows", batch, {"vocab"}, {V}, 4);
   }

@@ -241,18 +241,21 @@ void Executor::forward_parallel(const ForwardBatch& b, const KvCacheView& kv, fl
   while (static_cast<int64_t>(bounds.size()) <= M) bounds.push_back(b.n_seqs);
   bounds.back() = b.n_seqs;
 
-  // The global logit rows each dp rank produces, in its order of production.
+  // The global logit rows each dp rank produces, in its order of production. Without dp the last stage writes
+  // each micro-batch's rows straight into `logits`; under dp into stage_logits_, gathered across dp after.
   std::vector<std::vector<int32_t>> rows_of_dp(static_cast<size_t>(plan_.dp));
-  std::vector<float> local_logits;  // [rows_of_dp[dp_rank].size(), V]
+  std::vector<int32_t> local_rows;  // 0, 1, ... : this rank's rows in stage_logits_
   for (int64_t m = 0; m < M; ++m) {
     for (int d = 0; d < plan_.dp; ++d) {
       ForwardBatch lb;
+      std::vector<int32_t>& rows = rows_of_dp[static_cast<size_t>(d)];
+      const size_t first_row = rows.size();
       for (int64_t s = bounds[static_cast<size_t>(m)]; s < bounds[static_cast<size_t>(m) + 1]; ++s) {
         if (dp_of(s) != d) continue;
         for (int32_t i : seq_tokens[static_cast<size_t>(s)]) {
           const auto iu = static_cast<size_t>(i);
           if (row_of_token[iu] >= 0) {
-            rows_of_dp[static_cast<size_t>(d)].push_back(row_of_token[iu]);
+            rows.push_back(row_of_token[iu]);
             lb.logit_rows.push_back(static_cast<int32_t>(lb.tokens.size()));
           }
           lb.tokens.push_back(b.tokens[iu]);
@@ -265,23 +268,28 @@ void Executor::forward_parallel(const ForwardBatch& b, const KvCacheView& kv, fl
         ++lb.n_seqs;
       }
       lb.max_blocks = b.max_blocks;
-      if (d == plan_.dp_rank) run_stage(lb, kv, local_logits);
+      if (d != plan_.dp_rank) continue;
+      if (plan_.dp == 1) {
+        run_stage(lb, kv, logits, rows.data() + first_row);
+        continue;
+      }
+      const size_t produced = rows.size() - first_row;
+      for (size_t i = 0; i < produced; ++i) local_rows.push_back(static_cast<int32_t>(first_row + i));
+      if (plan_.last_stage() && stage_logits_.size() < rows.size() * static_cast<size_t>(V))
+        stage_logits_.resize(rows.size() * static_cast<size_t>(V));
+      run_stage(lb, kv, stage_logits_.data(), local_rows.data() + first_row);
     }
   }
 
-  // Assemble [R, V] on the last stage, then send it to every stage.
-  if (plan_.last_stage()) {
+  // Under dp, assemble [R, V] on the last stage from every dp rank's rows; then send it to every stage.
+  if (plan_.last_stage() && plan_.dp > 1) {
     size_t most = 0;
     for (const auto& r : rows_of_dp) most = std::max(most, r.size());
     const auto row = static_cast<size_t>(V);
-    if (plan_.dp == 1) {
-      gathered_logits_ = std::move(local_logits);
-    } else {
-      local_logits.resize(most * row);
-      gathered_logits_.resize(most * row * static_cast<size_t>(plan_.dp));
-      comm_.all_gather_host(*plan_.groups->dp, local_logits.data(), gathered_logits_.data(),
-                            static_cast<int64_t>(most * row));
-    }
+    if (stage_logits_.size() < most * row) stage_logits_.resize(most * row);
+    gathered_logits_.resize(most * row * static_cast<size_t>(plan_.dp));
+    comm_.all_gather_host(*plan_.groups->dp, stage_logits_.data(), gathered_logits_.data(),
+                          static_cast<int64_t>(most * row));
     for (size_t d = 0; d < rows_of_dp.size(); ++d) {
       for (size_t i = 0; i < rows_of_dp[d].size(); ++i) {
         std::copy_n(gathered_logits_.data() + (d * most + i) * row, row,
@@ -293,9 +301,9 @@ void Executor::forward_parallel(const ForwardBatch& b, const KvCacheView& kv, fl
 }
 
 // This rank's stage over one micro-batch of its dp rank (possibly of no tokens), its input received from the
-// previous stage and its output sent to the next. Appends the logits of lb.logit_rows to `logits` on the
-// last stage.
-void Executor::run_stage(const ForwardBatch& lb, const KvCacheView& kv, std::vector<float>& logits) {
+// previous stage and its output sent to the next. On the last stage, logit row i of the micro-batch goes to row
+// dest_rows[i] of dest [*, V], copied in runs of consecutive rows.
+void Executor::run_stage(const ForwardBatch& lb, const KvCacheView& kv, float* dest, const int32_t* dest_rows) {
   const auto T = static_cast<int64_t>(lb.tokens.size());
   const auto R = static_cast<int64_t>(lb.logit_rows.size());
   const int64_t V = model_.info().vocab_size;
@@ -316,14 +324,19 @@ void Executor::run_stage(const ForwardBatch& lb, const KvCacheView& kv, std::vec
     return;
   }
   if (R == 0) return;
-  const size_t base = logits.size();
-  logits.resize(base + static_cast<size_t>(R * V));
-  if (out.device != nullptr) {
-    backend_.mark(Phase::other);
-    backend_.copy_to_host(logits.data() + base, out.device, static_cast<size_t>(R * V) * sizeof(float));
-  } else {
-    SY_CHECK(out.host != nullptr, "the model's last stage returned no logits for {} rows", R);
-    std::copy_n(out.host, R * V, logits.data() + base);
+  SY_CHECK(out.device != nullptr || out.host != nullptr, "the model's last stage returned no logits for {} rows", R);
+  if (out.device != nullptr) backend_.mark(Phase::other);
+  for (int64_t i = 0; i < R;) {
+    int64_t end = i + 1;
+    while (end < R && dest_rows[end] == dest_rows[end - 1] + 1) ++end;
+    float* to = dest + static_cast<int64_t>(dest_rows[i]) * V;
+    const size_t n = static_cast<size_t>((end - i) * V);
+    if (out.device != nullptr) {
+      backend_.copy_to_host(to, out.device + i * V, n * sizeof(float));
+    } else {
+      std::copy_n(out.host + i * V, n, to);
+    }
+    i = end;
   }
 }
 

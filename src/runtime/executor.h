@@ -88,7 +88,7 @@ class Executor final : public StepRunner {
   StepInput upload(const ForwardBatch& b, const KvCacheView& kv);
   StepLogits compute_local(const ForwardBatch& b, const KvCacheView& kv);
   void forward_parallel(const ForwardBatch& b, const KvCacheView& kv, float* logits);
-  void run_stage(const ForwardBatch& lb, const KvCacheView& kv, std::vector<float>& logits);
+  void run_stage(const ForwardBatch& lb, const KvCacheView& kv, float* dest, const int32_t* dest_rows);
   const float* run_captured(const StepShape& shape, const std::function<const float*()>& compute);
 
   Model& model_;
@@ -99,6 +99,7 @@ class Executor final : public StepRunner {
   std::vector<int32_t> indices_;               // their host staging
   std::vector<int32_t> padded_tables_;
   std::vector<int32_t> vocab_rows_;     // token ids as rows of this rank's vocabulary share
+  std::vector<float> stage_logits_;     // under dp: this rank's logit rows, kept between steps (no refill)
   std::vector<float> gathered_logits_;  // the last stage's logits of every dp rank
   struct Capture {
     int64_t id = 0;

@@ -425,8 +425,8 @@ TEST(CostModel, RanksWaitForTheSlowestAtEachCollective) {
 }
 
 // Several ranks' logits cross the host as the executor copies them: under tp 2 (dense TP 2) the vocabulary shares
-// to the host, reassembled, into the stage's rows and into the step's — four copies of batch × vocab floats;
-// under dp 2 (dense TP 1) each replica's half to the host and every row into the step's — one and a half. Qwen3's
+// to the host, reassembled, and straight into the step's rows — three copies of batch × vocab floats; under dp 2
+// (dense TP 1) each replica's half to the host, gathered, and every row into the step's — one and a half. Qwen3's
 // 151,936-token vocabulary at batch 64: 38.9 MB a copy, 389 µs at the work-only profile's 1e11 B/s, plus its fixed
 // 2 µs; the other phase adds the step's fixed costs (4 launches of 3 µs, a 9 µs read-back, a 5 µs sync) and the
 // embedding's rows (T × 2,048 × (4 + 2) bytes, plus 2 µs).
@@ -444,7 +444,7 @@ TEST(CostModel, LogitsCrossTheHostAsTheExecutorCopiesThem) {
   const double step_fixed = 4 * 3e-6 + 9e-6 + 5e-6;
   const auto embedding = [](double rows) { return 2e-6 + rows * 2048 * 6 / 1e11; };
   EXPECT_NEAR(predict_layout(t, check_layout(t, tp2)).decode_batch.phase_seconds[8],
-              4 * (copy + 2e-6) + embedding(64) + step_fixed, 1e-7);
+              3 * (copy + 2e-6) + embedding(64) + step_fixed, 1e-7);
   EXPECT_NEAR(predict_layout(t, check_layout(t, dp2)).decode_batch.phase_seconds[8],
               (0.5 * copy + 2e-6) + (copy + 2e-6) + embedding(32) + step_fixed, 1e-7);
 }
