@@ -97,6 +97,7 @@ struct BatchResult {
   int64_t batch = 0;
   double prefill_ms = 0, prefill_tok_s = 0, prefill_floor_ms = 0;
   double decode_step_ms = 0, eager_step_ms = 0, decode_tok_s = 0, decode_floor_ms = 0, decode_floor_bytes = 0;
+  double decode_context = 0;  // tokens a sequence holds, mean over the decode steps (all B run in each)
   // Distinct experts a decode step read per MoE layer: counted from the profiled steps' routing (empty
   // where not counted: under a layout rank 0 routes only its share), and as uniform routing expects.
   double experts_counted = 0, experts_uniform = 0, decode_floor_bytes_uniform = 0;
@@ -111,7 +112,13 @@ struct BatchResult {
 BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t B, double bandwidth, double matrix_rate,
                       Communicator* world) {
   const ModelInfo& info = model.info();
-  const int64_t per_seq = o.input_len + o.output_len;
+  // Decode is timed over steps that carry all B sequences. Prompts are prefilled a budget of max_batch_tokens
+  // a step, the running ones decoding meanwhile, so the first sequences hold up to `lead` tokens more than the
+  // last when every prompt is in: each decode sequence may generate that many beyond output_len (its KV
+  // reserved), and is aborted once the timed steps are done.
+  const int64_t prefill_per_step = o.max_batch_tokens - B;  // at least 1 (check_options)
+  const int64_t lead = (B * o.input_len + prefill_per_step - 1) / prefill_per_step + 1;
+  const int64_t per_seq = o.input_len + o.output_len + lead;
   EngineConfig config{.block_size = o.block_size,
                       .kv_blocks = B * ((per_seq + o.block_size - 1) / o.block_size) + B,
                       .scheduler = {.max_batch_tokens = o.max_batch_tokens, .max_seqs = std::max<int64_t>(B, 1)}};
@@ -145,7 +152,7 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   r.prefill_eager_ms = ms_since(p0);
   r.prefill_phases = be.take_phase_times();
   be.set_profiling(false);
-  const std::vector<int64_t> ids = add_prompts(o.output_len);
+  const std::vector<int64_t> ids = add_prompts(o.output_len + lead);
   const auto all_prefilled = [&] {
     return std::all_of(ids.begin(), ids.end(), [&](int64_t id) { return !engine.result(id).output.empty(); });
   };
@@ -171,6 +178,18 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   // device events for the phase breakdown; the rest are timed without events (and captured as one
   // graph per step shape where the backend can), and give the step time.
   constexpr int kProfiledSteps = 6;
+  const int64_t decode_steps = o.output_len - 1;  // one token per sequence came with its prefill
+  double context = 0;                             // tokens the B sequences hold at the first timed step
+  for (int64_t id : ids) context += static_cast<double>(o.input_len + engine.result(id).output.size());
+  const auto decode_step = [&] {
+    engine.step();
+    be.synchronize();
+    SY_CHECK(static_cast<int64_t>(engine.scheduler().running().size()) == B &&
+                 std::none_of(ids.begin(), ids.end(), [&](int64_t id) { return engine.result(id).finished; }),
+             "bench latency: a decode step ran {} of the batch's {} sequences (prompts of {} tokens prefilled {} "
+             "tokens a step); raise --max-batch-tokens or lower --batch",
+             engine.scheduler().running().size(), B, o.input_len, o.max_batch_tokens);
+  };
   std::vector<double> eager_ms, step_ms;
   be.set_profiling(true);
   be.take_phase_times();
@@ -180,10 +199,9 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   be.set_expert_counting(count);
   std::vector<double> touched(info.cost.moe_layers.size(), 0.0);
   int counted_steps = 0;
-  while (!engine.scheduler().idle() && static_cast<int>(eager_ms.size()) < kProfiledSteps) {
+  while (static_cast<int64_t>(eager_ms.size()) < std::min<int64_t>(kProfiledSteps, decode_steps)) {
     const auto s0 = BenchClock::now();
-    engine.step();
-    be.synchronize();
+    decode_step();
     eager_ms.push_back(ms_since(s0));
     const std::vector<int64_t> step_touched = count ? be.take_touched_experts() : std::vector<int64_t>{};
     if (step_touched.size() == touched.size() && !touched.empty()) {
@@ -195,18 +213,18 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   const PhaseTimes phases = be.take_phase_times();
   const double sampling = engine.sampling_ms() - sampling0;
   be.set_profiling(false);
-  while (!engine.scheduler().idle()) {
+  while (static_cast<int64_t>(eager_ms.size() + step_ms.size()) < decode_steps) {
     const auto s0 = BenchClock::now();
-    engine.step();
-    be.synchronize();
+    decode_step();
     step_ms.push_back(ms_since(s0));
   }
+  for (int64_t id : ids) engine.abort(id);
   SY_CHECK(!eager_ms.empty(), "no decode steps ran; use --output-len of at least 2");
   r.decode_step_ms = median(step_ms.empty() ? eager_ms : step_ms);
   r.eager_step_ms = median(eager_ms);
   r.decode_tok_s = static_cast<double>(B) / (r.decode_step_ms * 1e-3);
-  const double context =
-      static_cast<double>(B) * (static_cast<double>(o.input_len) + static_cast<double>(o.output_len) / 2.0);
+  context += static_cast<double>(B) * static_cast<double>(decode_steps) / 2.0;  // the steps' mean
+  r.decode_context = context / static_cast<double>(B);
   std::vector<double> uniform;
   for (const auto& l : c.moe_layers) uniform.push_back(experts_touched(l, static_cast<double>(B)));
   r.experts_uniform = mean(uniform);
@@ -238,7 +256,14 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
 void check_options(const BenchOptions& o) {
   SY_CHECK(o.input_len >= 1 && o.output_len >= 2, "--input-len must be >= 1 and --output-len >= 2, got {} and {}",
            o.input_len, o.output_len);
-  for (int64_t b : o.batches) SY_CHECK(b >= 1, "--batch sizes must be >= 1, got {}", b);
+  for (int64_t b : o.batches) {
+    SY_CHECK(b >= 1, "--batch sizes must be >= 1, got {}", b);
+    // A decode step of the whole batch takes one token a sequence out of the step's budget, and prompts must
+    // still get some of it.
+    SY_CHECK(b < o.max_batch_tokens,
+             "--batch {} needs --max-batch-tokens above it (got {}): a decode step of every sequence is {} tokens", b,
+             o.max_batch_tokens, b);
+  }
 }
 
 // The layout, checked before any weight is read (as generate checks it); one rank without layout flags.
@@ -370,6 +395,7 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
          {"decode_tok_s", r.decode_tok_s},
          {"decode_floor_ms", r.decode_floor_ms},
          {"decode_floor_bytes", r.decode_floor_bytes},
+         {"decode_context_tokens", r.decode_context},
          {"decode_pct_of_limit", decode_pct},
          {"decode_experts_per_moe_layer", r.counted ? nlohmann::json(r.experts_counted) : nlohmann::json(nullptr)},
          {"decode_experts_per_moe_layer_uniform", r.experts_uniform},

@@ -81,6 +81,25 @@ TEST(BenchLatency, CountsTheExpertsOfGroupLimitedRouting) {
   fs::remove(json);
 }
 
+// Prompts longer than a step's budget are prefilled over many steps while the first ones already decode; the
+// decode steps are still timed over all B sequences at once (the bench stops with an error otherwise), each
+// holding its prompt, its first token and at least half of the timed steps' tokens on average, and at most
+// the tokens of every prefill step besides (4 sequences × 24 tokens at 4 prompt tokens a step: 24 steps).
+TEST(BenchLatency, LongPromptsStillDecodeTheWholeBatch) {
+  const fs::path json = fs::temp_directory_path() / "sy_bench_latency_long.json";
+  const auto r =
+      test::run_switchyard("bench latency --model " + qwen3() +
+                           " --batch 4 --input-len 24 --output-len 5 --max-batch-tokens 8 --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = test::read_json(json);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  const double context = j["results"][0]["decode_context_tokens"].get<double>();
+  EXPECT_GE(context, 24 + 1 + 4 / 2.0) << r.out;
+  EXPECT_LE(context, 24 + 24 + 1 + 4 / 2.0) << r.out;
+  EXPECT_GT(context, 24 + 1 + 4 / 2.0) << "the first prompts decoded while the later ones were prefilled";
+  fs::remove(json);
+}
+
 // Refused before any rank starts or any weight is read: one line, exit code 2.
 TEST(BenchLatency, BrokenLayoutIsRefusedBeforeLoading) {
   const auto r = test::run_switchyard("bench latency --model " + qwen3() + " --tp 4 --ep 3 --batch 1");
