@@ -626,17 +626,22 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
       skipped.push_back({.op = g.op, .point = p, .why = std::move(why)});
       ++n_skipped;
     };
+    // Each series (one shape, growing rows) has an equal part of what is left of the op's share, so that a
+    // bound too short for the whole grid still reaches every shape, the later models' as well as the first's.
+    size_t series_left = g.series.size();
     for (const std::vector<CalibPoint>& series : g.series) {
       SeriesWeights weights;
+      const double series_share = std::max(0.0, share - ms_since(op_start) / 1e3) / static_cast<double>(series_left--);
+      const auto series_start = BenchClock::now();
       for (size_t i = 0; i < series.size(); ++i) {
         const CalibPoint& point = series[i];
         const size_t later = series.size() - i - 1;
-        // An op's first point is timed whatever the budget, so that no op is left without points (the planner
-        // would fall back to the preset's efficiencies for it).
-        if (!table.points.empty() && lock.any(ms_since(op_start) / 1e3 > share)) {
-          skip(point, fmt::format("the op's share of the time budget ({:.1f} s of --max-seconds) was spent; {} "
-                                  "larger point(s) of this series not timed either",
-                                  share, later));
+        // A series' first point is timed whatever the budget, so that no op or shape is left without points (the
+        // planner would fall back to the preset's efficiencies, or to another shape's ratio).
+        if (i > 0 && lock.any(ms_since(series_start) / 1e3 > series_share)) {
+          skip(point, fmt::format("the series' part ({:.2f} s) of the op's share of the time budget ({:.1f} s of "
+                                  "--max-seconds) was spent; {} larger point(s) of this series not timed either",
+                                  series_share, share, later));
           break;
         }
         if (std::any_of(point.begin(), point.end(), [](int64_t v) { return v <= 0; })) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "apps/bench_output.h"
 
@@ -215,6 +216,33 @@ TEST(BenchCalibrate, AModelsGridHoldsItsShapesOnly) {
     const int64_t inter = p[4].get<int64_t>();
     EXPECT_TRUE(inter == 320 || inter == 160 || inter == 80) << p.dump();
   }
+  fs::remove(out);
+}
+
+// Two models under a bound far too short for their grid: each series (one shape) gets its part of its op's
+// share, so the second model's shapes are timed too (the medium config's experts, hidden 1,024, and its
+// products with k = 1,024), not only the first's.
+TEST(BenchCalibrate, ATightBoundReachesEveryModelsShapes) {
+  const fs::path out = fs::temp_directory_path() / "sy_calibrate_two_models.json";
+  fs::remove(out);
+  const ScopedEnv one_thread("OMP_NUM_THREADS", "1");
+  const fs::path medium = bundled_model().parent_path().parent_path() / "bench" / "configs" / "qwen3-moe-cpu-medium";
+  const auto r =
+      test::run_switchyard("bench calibrate --device cpu --max-seconds 2 --model " + bundled_model().string() +
+                           " --model " + medium.string() + " --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = test::read_json(out);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  std::set<int64_t> expert_hidden;
+  for (const auto& p : j["ops"]["moe_experts"]["points"]) expert_hidden.insert(p[3].get<int64_t>());
+  EXPECT_EQ(expert_hidden, (std::set<int64_t>{256, 1024})) << j["ops"]["moe_experts"].dump();
+  size_t medium_products = 0;
+  for (const auto& p : j["ops"]["linear"]["points"]) medium_products += p[2].get<int64_t>() == 1024;
+  EXPECT_GT(medium_products, 0U) << j["ops"]["linear"].dump();
+  size_t over_budget = 0;
+  for (const auto& s : j["skipped"])
+    over_budget += s["why"].get<std::string>().find("time budget") != std::string::npos;
+  EXPECT_GT(over_budget, 0U) << "a 2 s bound cannot time both models' grid";
   fs::remove(out);
 }
 
