@@ -105,7 +105,11 @@ struct BatchResult {
   PhaseTimes phases{};
   double sampling_ms = 0, other_ms = 0;
   PhaseTimes prefill_phases{};  // ms per prefill pass, device events, uncaptured
-  double prefill_eager_ms = 0;  // that profiled pass's wall time
+  double prefill_eager_ms = 0;  // that profiled pass's wall time (with the experts counted after each step)
+  // Distinct experts a prefill step read per MoE layer (mean over the profiled pass's steps), counted and as
+  // uniform routing expects at each step's tokens; not counted under a layout.
+  double prefill_experts_counted = 0, prefill_experts_uniform = 0;
+  bool prefill_counted = false;
 };
 
 // Every rank of a layout runs this alike: the same prompts (the generator is seeded), the same steps.
@@ -146,10 +150,34 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   be.set_profiling(true);
   be.take_phase_times();
   add_prompts(1);
+  // The profiled pass also counts the experts each MoE layer's routing chose in each of its steps (marked on
+  // the device, read after each step), against uniform routing's expectation at the step's tokens.
+  const ReadCost& c = info.cost;
+  const bool count = world == nullptr || world->size() == 1;
+  be.set_expert_counting(count);
+  int64_t tokens_before = engine.tokens_processed();
+  double prefill_counted = 0, prefill_uniform = 0;
+  int prefill_steps = 0;
   const auto p0 = BenchClock::now();
-  engine.run();
+  engine.run([&] {
+    const std::vector<int64_t> touched = count ? be.take_touched_experts() : std::vector<int64_t>{};
+    const auto tokens = static_cast<double>(engine.tokens_processed() - tokens_before);
+    tokens_before = engine.tokens_processed();
+    if (touched.size() != c.moe_layers.size() || touched.empty()) return;
+    for (size_t i = 0; i < touched.size(); ++i) {
+      prefill_counted += static_cast<double>(touched[i]) / static_cast<double>(touched.size());
+      prefill_uniform += experts_touched(c.moe_layers[i], tokens) / static_cast<double>(touched.size());
+    }
+    ++prefill_steps;
+  });
   be.synchronize();
   r.prefill_eager_ms = ms_since(p0);
+  be.set_expert_counting(false);
+  if (prefill_steps > 0) {
+    r.prefill_experts_counted = prefill_counted / prefill_steps;
+    r.prefill_experts_uniform = prefill_uniform / prefill_steps;
+    r.prefill_counted = true;
+  }
   r.prefill_phases = be.take_phase_times();
   be.set_profiling(false);
   const std::vector<int64_t> ids = add_prompts(o.output_len + lead);
@@ -166,7 +194,6 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   r.prefill_ms = ms_since(t0);
   const double T = static_cast<double>(B * o.input_len);
   r.prefill_tok_s = T / (r.prefill_ms * 1e-3);
-  const ReadCost& c = info.cost;
   const double prefill_flops = 2.0 * T * c.active_params_per_token + 2.0 * T *
                                                                          (static_cast<double>(o.input_len) / 2.0) *
                                                                          static_cast<double>(c.attn_heads_x_dims);
@@ -195,7 +222,6 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   be.take_phase_times();
   const double sampling0 = engine.sampling_ms();
   // The profiled steps also count the experts each MoE layer's routing chose (marked on the device).
-  const bool count = world == nullptr || world->size() == 1;
   be.set_expert_counting(count);
   std::vector<double> touched(info.cost.moe_layers.size(), 0.0);
   int counted_steps = 0;
@@ -402,6 +428,9 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
          {"decode_floor_bytes_uniform", r.decode_floor_bytes_uniform},
          {"decode_phase_ms", phases},
          {"prefill_eager_ms", r.prefill_eager_ms},
+         {"prefill_experts_per_moe_layer",
+          r.prefill_counted ? nlohmann::json(r.prefill_experts_counted) : nlohmann::json(nullptr)},
+         {"prefill_experts_per_moe_layer_uniform", r.prefill_experts_uniform},
          {"prefill_phase_ms", phase_json(r.prefill_phases)}});
   }
   if (rank.reports() && !info.cost.moe_layers.empty()) {

@@ -52,6 +52,12 @@ TEST(BenchLatency, OneRankPrintsOneTableWithNoCommunication) {
       EXPECT_EQ(counted, 2.0) << res.dump(1);
     }
     EXPECT_NEAR(res["decode_experts_per_moe_layer_uniform"].get<double>(), 8.0 * (1.0 - std::pow(0.75, B)), 1e-9);
+    // The prefill pass is one step of the B prompts' 3B tokens: between 2 and min(8, 6B) experts a layer.
+    ASSERT_TRUE(res["prefill_experts_per_moe_layer"].is_number()) << res.dump(1);
+    const double prefill = res["prefill_experts_per_moe_layer"].get<double>();
+    EXPECT_GE(prefill, 2.0) << res.dump(1);
+    EXPECT_LE(prefill, std::min(8.0, 6.0 * B)) << res.dump(1);
+    EXPECT_NEAR(res["prefill_experts_per_moe_layer_uniform"].get<double>(), 8.0 * (1.0 - std::pow(0.75, 3 * B)), 1e-9);
   }
   EXPECT_NE(r.out.find("counted"), std::string::npos) << r.out;
   fs::remove(json);
