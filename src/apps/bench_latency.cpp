@@ -180,7 +180,9 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   }
   r.prefill_phases = be.take_phase_times();
   be.set_profiling(false);
-  const std::vector<int64_t> ids = add_prompts(o.output_len + lead);
+  // Within the model's context (the check below says so should a sequence then end before the timed steps do).
+  const std::vector<int64_t> ids =
+      add_prompts(std::max(o.output_len, std::min(o.output_len + lead, info.max_position_embeddings - o.input_len)));
   const auto all_prefilled = [&] {
     return std::all_of(ids.begin(), ids.end(), [&](int64_t id) { return !engine.result(id).output.empty(); });
   };
