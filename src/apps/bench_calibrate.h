@@ -159,4 +159,7 @@ CollectivesResult time_collectives(const CollectivesRun& run);
 // ranks at once. Collective over `world` (bench_calibrate_comm.cpp).
 std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& be, bool quick);
 
+// The largest of every rank's `us` (each rank's own timing of the same work), on every rank. Collective.
+double slowest_rank(Communicator& world, double us);
+
 }  // namespace sy

@@ -92,6 +92,13 @@ CollectivesResult time_collectives(const CollectivesRun& run) {
   return result;
 }
 
+double slowest_rank(Communicator& world, double us) {
+  const auto mine = static_cast<float>(us);
+  std::vector<float> all(static_cast<size_t>(world.size()));
+  world.all_gather(&mine, all.data(), 1, DType::f32);
+  return *std::max_element(all.begin(), all.end());
+}
+
 std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& be, bool quick) {
   // The work of a segment: y += x over a buffer beyond the L2, called `calls` times; a call's time is taken as
   // the segments run, every rank at once (the slowest rank's mean), since one rank timing alone while the others
@@ -108,21 +115,15 @@ std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& b
     for (int i = 0; i < iters; ++i) step();
     return us_since(t0) / iters;
   };
-  const auto slowest_of = [&](double us) {
-    const auto mine = static_cast<float>(us);
-    std::vector<float> all(static_cast<size_t>(world.size()));
-    world.all_gather(&mine, all.data(), 1, DType::f32);
-    return static_cast<double>(*std::max_element(all.begin(), all.end()));
-  };
   segment(3);
-  const double one_us = slowest_of(mean_us(20, [&] { segment(1); }));
+  const double one_us = slowest_rank(world, mean_us(20, [&] { segment(1); }));
   std::vector<std::pair<double, double>> out;
   for (const double target : quick ? std::vector<double>{300} : std::vector<double>{100, 1000, 10000}) {
     const int calls = std::max(1, static_cast<int>(std::lround(target / std::max(one_us, 1.0))));
     const int iters = std::clamp(static_cast<int>(200000 / target), 10, 200);
     // Every rank's own segments (all at work at once, as in a step), the slowest rank's mean kept; the
     // barrier alone; then segments each closed by a barrier, as a step's collectives close them.
-    const double slowest = slowest_of(mean_us(iters, [&] { segment(calls); }));
+    const double slowest = slowest_rank(world, mean_us(iters, [&] { segment(calls); }));
     const double barrier = mean_us(iters, [&] { world.barrier(); });
     const double synced = mean_us(iters, [&] {
       segment(calls);

@@ -567,13 +567,7 @@ struct Lockstep {
   void start() const {
     if (world != nullptr) world->barrier();
   }
-  double slowest(double us) const {
-    if (world == nullptr) return us;
-    const float mine = static_cast<float>(us);
-    std::vector<float> all(static_cast<size_t>(world->size()));
-    world->all_gather(&mine, all.data(), 1, DType::f32);
-    return *std::max_element(all.begin(), all.end());
-  }
+  double slowest(double us) const { return world == nullptr ? us : slowest_rank(*world, us); }
   // Rank 0 times the point again while the others wait at the barrier, as the idle ranks of a step wait in a
   // collective (a pipeline's other stages at batch 1, attention replicas without a sequence); 0 on the other
   // ranks, without a communicator, or when that second timing fails.

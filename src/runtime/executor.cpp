@@ -244,7 +244,6 @@ void Executor::forward_parallel(const ForwardBatch& b, const KvCacheView& kv, fl
   // The global logit rows each dp rank produces, in its order of production. Without dp the last stage writes
   // each micro-batch's rows straight into `logits`; under dp into stage_logits_, gathered across dp after.
   std::vector<std::vector<int32_t>> rows_of_dp(static_cast<size_t>(plan_.dp));
-  std::vector<int32_t> local_rows;  // 0, 1, ... : this rank's rows in stage_logits_
   for (int64_t m = 0; m < M; ++m) {
     for (int d = 0; d < plan_.dp; ++d) {
       ForwardBatch lb;
@@ -273,11 +272,9 @@ void Executor::forward_parallel(const ForwardBatch& b, const KvCacheView& kv, fl
         run_stage(lb, kv, logits, rows.data() + first_row);
         continue;
       }
-      const size_t produced = rows.size() - first_row;
-      for (size_t i = 0; i < produced; ++i) local_rows.push_back(static_cast<int32_t>(first_row + i));
       if (plan_.last_stage() && stage_logits_.size() < rows.size() * static_cast<size_t>(V))
         stage_logits_.resize(rows.size() * static_cast<size_t>(V));
-      run_stage(lb, kv, stage_logits_.data(), local_rows.data() + first_row);
+      run_stage(lb, kv, stage_logits_.data() + first_row * static_cast<size_t>(V), nullptr);
     }
   }
 
@@ -302,7 +299,7 @@ void Executor::forward_parallel(const ForwardBatch& b, const KvCacheView& kv, fl
 
 // This rank's stage over one micro-batch of its dp rank (possibly of no tokens), its input received from the
 // previous stage and its output sent to the next. On the last stage, logit row i of the micro-batch goes to row
-// dest_rows[i] of dest [*, V], copied in runs of consecutive rows.
+// dest_rows[i] of dest [*, V] (row i without dest_rows), copied in runs of consecutive rows.
 void Executor::run_stage(const ForwardBatch& lb, const KvCacheView& kv, float* dest, const int32_t* dest_rows) {
   const auto T = static_cast<int64_t>(lb.tokens.size());
   const auto R = static_cast<int64_t>(lb.logit_rows.size());
@@ -327,9 +324,9 @@ void Executor::run_stage(const ForwardBatch& lb, const KvCacheView& kv, float* d
   SY_CHECK(out.device != nullptr || out.host != nullptr, "the model's last stage returned no logits for {} rows", R);
   if (out.device != nullptr) backend_.mark(Phase::other);
   for (int64_t i = 0; i < R;) {
-    int64_t end = i + 1;
+    int64_t end = dest_rows == nullptr ? R : i + 1;
     while (end < R && dest_rows[end] == dest_rows[end - 1] + 1) ++end;
-    float* to = dest + static_cast<int64_t>(dest_rows[i]) * V;
+    float* to = dest + (dest_rows == nullptr ? i : static_cast<int64_t>(dest_rows[i])) * V;
     const size_t n = static_cast<size_t>((end - i) * V);
     if (out.device != nullptr) {
       backend_.copy_to_host(to, out.device + i * V, n * sizeof(float));
