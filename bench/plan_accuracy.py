@@ -12,7 +12,8 @@ pair in the wrong order counts, unless the two measured within 5 % of each other
 One `bench latency` per (model, input length, layout) runs every batch of the case (one model
 load); one `plan` per (case, batch) comes first and says whether the layout is valid and whether
 the bench's KV cache fits (`--min-kv-tokens` = the blocks bench latency allocates); cases that do
-not fit or are invalid are reported and not run. Under a layout of W ranks on the CPU, bench
+not fit or are invalid are reported and not run. The bench routes uniformly (`--routing uniform`,
+the planner's assumption; a model of random weights routes its tokens alike). Under a layout of W ranks on the CPU, bench
 latency starts itself under mpirun with OMP_NUM_THREADS = cores / W (leave OMP_NUM_THREADS unset
 so that the calibration and the bench split the cores alike).
 
@@ -292,7 +293,7 @@ def bench_command(args, sy, model_dir, device, flags, batches, input_len, json_p
     cmd = [sy, "bench", "latency", "--model", model_dir, "--device", device, "--random-weights",
            "--batch", ",".join(str(b) for b in batches), "--input-len", str(input_len),
            "--output-len", str(args.output_len), "--max-batch-tokens", str(MAX_BATCH_TOKENS),
-           "--json", str(json_path)]
+           "--routing", args.routing, "--json", str(json_path)]
     return cmd + flags
 
 
@@ -725,6 +726,9 @@ def main():
     ap.add_argument("--machine", default="h200", help="plan's --machine (default h200)")
     ap.add_argument("--out", type=Path, help="folder for results.json, table.md, bench/, logs/")
     ap.add_argument("--output-len", type=int, default=64)
+    ap.add_argument("--routing", choices=["uniform", "model"], default="uniform",
+                    help="bench latency's --routing: uniform (default) as the planner predicts, or the random "
+                         "model's own (far from uniform)")
     ap.add_argument("--input-len", type=lambda s: parse_list(s, int),
                     help="input lengths, e.g. 512,8192 (default: the set's)")
     ap.add_argument("--models", type=parse_list, help="model names to run, e.g. qwen3-30b-a3b")

@@ -25,6 +25,7 @@ struct BenchOptions {
   std::string model;
   std::string device = "cpu";
   std::string kv_dtype = "auto";  // --kv-dtype
+  std::string routing = "model";  // --routing: model or uniform
   bool random_weights = false;
   uint64_t seed = 0;
   int64_t layers = 0;
@@ -319,6 +320,7 @@ nlohmann::json phase_json(const PhaseTimes& t) {
 
 int bench_latency(const BenchOptions& o, const BenchRank& rank) {
   auto backend = make_backend(rank.device, parse_kv_dtype(o.kv_dtype));
+  backend->set_uniform_routing(o.routing == "uniform");
   const auto t_load = BenchClock::now();
   auto model = load_model({.dir = o.model,
                            .random_weights = o.random_weights,
@@ -373,8 +375,10 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
         "input %lld, output %lld tokens per sequence; prefill: one timed pass after two untimed ones of the "
         "same shapes; step ms: median decode step (captured where the device can); eager ms and the phases "
         "(ms per step, device events): the first decode steps, uncaptured; the decode floor reads the experts "
-        "their routing touched\n\n",
-        static_cast<long long>(o.input_len), static_cast<long long>(o.output_len));
+        "their routing touched; routing: %s\n\n",
+        static_cast<long long>(o.input_len), static_cast<long long>(o.output_len),
+        o.routing == "uniform" ? "uniform (each token's experts drawn uniformly, the router's weights kept)"
+                               : "the model's");
     std::printf("%6s %12s %9s | %9s %11s %9s %7s | %9s | %9s %7s %8s %8s %8s %7s %13s %8s %7s\n", "batch",
                 "prefill tok/s", "% limit", "step ms", "decode tok/s", "floor ms", "% limit", "eager ms", "attention",
                 "router", "experts", "combine", "dense", "norms", "communication", "sampling", "other");
@@ -385,6 +389,7 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
                         {"layers", layers},
                         {"input_len", o.input_len},
                         {"output_len", o.output_len},
+                        {"routing", o.routing},
                         {"copy_bandwidth_gb_s", bandwidth / 1e9},
                         {"matrix_tflop_s", matrix_rate / 1e12},
                         {"weight_gb", weight_gb},
@@ -517,6 +522,10 @@ CommandMain add_bench_latency_command(CLI::App& bench, Launch& launch) {
   add_kv_dtype_flag(cmd, o->kv_dtype);
   cmd->add_flag("--random-weights", o->random_weights, "seeded random weights; only config.json is read");
   cmd->add_option("--seed", o->seed, "random-weight seed");
+  cmd->add_option("--routing", o->routing,
+                  "model: the router's choice; uniform: each token's experts drawn uniformly at random (as the "
+                  "planner predicts; random weights route far from uniformly)")
+      ->check(CLI::IsMember({"model", "uniform"}));
   cmd->add_option("--layers", o->layers, "keep only the first N layers")->check(CLI::PositiveNumber);
   cmd->add_option("--batch", o->batches, "batch sizes, e.g. 1,10,64,256")->delimiter(',');
   cmd->add_option("--input-len", o->input_len, "prompt tokens per sequence")->check(CLI::Range(1, 1 << 20));

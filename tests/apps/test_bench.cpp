@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "apps/bench_output.h"
 #include "common/fixture.h"
@@ -104,6 +105,37 @@ TEST(BenchLatency, LongPromptsStillDecodeTheWholeBatch) {
   EXPECT_LE(context, 24 + 24 + 1 + 4 / 2.0) << r.out;
   EXPECT_GT(context, 24 + 1 + 4 / 2.0) << "the first prompts decoded while the later ones were prefilled";
   fs::remove(json);
+}
+
+// --routing uniform: with 64 experts, 4 a token (the fixture's shapes otherwise, random weights), the experts a
+// step touches are uniform sampling's, E (1 - (1 - K/E)^n) at n tokens: 41.2 at a decode step of 16, 63.0 at a
+// prefill of 16 prompts of 4 tokens. The decode figure averages 2 layers over 6 steps (standard deviation
+// ≈ 0.9), the prefill's one step of 2 layers (≈ 0.7). (The model's own routing here: 40.1 and 60.5.)
+TEST(BenchLatency, UniformRoutingTouchesTheExpertsUniformSamplingDoes) {
+  const fs::path dir = fs::temp_directory_path() / "sy_bench_uniform_routing";
+  fs::create_directories(dir);
+  nlohmann::json config = test::read_json(fs::path(qwen3()) / "config.json");
+  config["num_experts"] = 64;
+  config["num_experts_per_tok"] = 4;
+  config["num_hidden_layers"] = 2;
+  std::ofstream(dir / "config.json") << config.dump(1);
+  const fs::path json = dir / "out.json";
+  const auto r = test::run_switchyard("bench latency --model " + dir.string() +
+                                      " --random-weights --routing uniform --batch 16 --input-len 4 --output-len 8 "
+                                      "--json " +
+                                      json.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("routing: uniform"), std::string::npos) << r.out;
+  const nlohmann::json j = test::read_json(json);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["routing"], "uniform");
+  const auto& res = j["results"][0];
+  const double decode = 64.0 * (1.0 - std::pow(1.0 - 4.0 / 64.0, 16.0));
+  const double prefill = 64.0 * (1.0 - std::pow(1.0 - 4.0 / 64.0, 64.0));
+  EXPECT_NEAR(res["decode_experts_per_moe_layer_uniform"].get<double>(), decode, 1e-9);
+  EXPECT_NEAR(res["decode_experts_per_moe_layer"].get<double>(), decode, 3.0) << res.dump(1);
+  EXPECT_NEAR(res["prefill_experts_per_moe_layer"].get<double>(), prefill, 1.6) << res.dump(1);
+  fs::remove_all(dir);
 }
 
 // Refused before any rank starts or any weight is read: one line, exit code 2.

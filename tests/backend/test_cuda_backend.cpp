@@ -350,6 +350,25 @@ TEST_F(CudaVsCpu, RoutingGatherScatter) {
   }
 }
 
+// Uniform routing (bench latency --routing uniform): the kernel picks exactly the host's experts from the same
+// logits, for softmax-sized and kimi-sized expert counts, a top_k of all experts included.
+TEST_F(CudaVsCpu, UniformRoutingPicksTheHostsExperts) {
+  for (auto [T, E, K] : {std::tuple<int64_t, int64_t, int64_t>{300, 128, 8}, {37, 384, 8}, {5, 8, 8}, {1000, 64, 6}}) {
+    const auto logits = randn(size_t(T * E), rng_);
+    std::vector<int32_t> ids[2];
+    int i = 0;
+    for (Backend* be : {cpu_.get(), gpu_.get()}) {
+      Dev d(*be);
+      int32_t* di = d.i32(std::vector<int32_t>(size_t(T * K), -1));
+      be->uniform_route({.logits = d.f32(logits), .expert_ids = di, .tokens = T, .n_experts = E, .top_k = K});
+      ids[i].resize(size_t(T * K));
+      be->copy_to_host(ids[i].data(), di, ids[i].size() * 4);
+      ++i;
+    }
+    EXPECT_EQ(ids[1], ids[0]) << T << " tokens, " << E << " experts, top " << K;
+  }
+}
+
 // Expert counting (bench latency's floor): the device marks and the host's default count the same distinct
 // experts per reported layer, equal to a std::set of the ids (out-of-range ids ignored); a take starts over,
 // and layers past the first buffer's size keep the rows marked before it grows.

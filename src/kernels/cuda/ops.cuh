@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "kernels/ops.h"
+#include "kernels/uniform_route.h"
 
 namespace sy::cuda {
 
@@ -178,6 +179,9 @@ void moe_grouped_gemms_fp8(const MoeExpertsArgs& p, const MoeGroupedScratch& g, 
 // token up to 512 experts, one thread per token beyond).
 void softmax_topk(const SoftmaxTopkArgs& a, cudaStream_t s);
 void grouped_topk(const GroupedTopkArgs& a, cudaStream_t s);
+// Overwrites expert_ids with uniform_route_row's choice for every token (kernels/uniform_route.h; bench
+// latency --routing uniform); top_k <= 64.
+void uniform_route(const UniformRouteArgs& a, cudaStream_t s);
 // flags[ids[i]] = 1 for every id in [0, n_experts) (bench latency's count of the experts a step touched).
 void mark_experts(const int32_t* ids, int64_t n, uint8_t* flags, int64_t n_experts, cudaStream_t s);
 // Samples rows[i] of logits [.., vocab] into tokens[i] (rows and tokens device arrays of n) as

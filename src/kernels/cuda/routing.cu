@@ -3,6 +3,7 @@
 #include <cfloat>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/uniform_route.h"
 
 namespace sy::cuda {
 
@@ -259,7 +260,26 @@ __global__ void mark_experts_kernel(const int32_t* ids, int64_t n, uint8_t* flag
   if (e >= 0 && e < n_experts) flags[e] = 1;
 }
 
+constexpr int kMaxUniformTopk = 64;
+
+// One thread per token; the picks are kept in registers-sized local memory and written once.
+__global__ void uniform_route_kernel(UniformRouteArgs a) {
+  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (t >= a.tokens) return;
+  int32_t ids[kMaxUniformTopk];
+  uniform_route_row(a.logits + t * a.n_experts, a.n_experts, a.top_k, ids);
+  for (int64_t j = 0; j < a.top_k; ++j) a.expert_ids[t * a.top_k + j] = ids[j];
+}
+
 }  // namespace
+
+void uniform_route(const UniformRouteArgs& a, cudaStream_t s) {
+  if (a.tokens == 0) return;
+  check_supported(a.top_k >= 1 && a.top_k <= kMaxUniformTopk && a.top_k <= a.n_experts,
+                  "uniform_route: needs 1 <= top_k <= min(64, n_experts)");
+  uniform_route_kernel<<<static_cast<unsigned>((a.tokens + 127) / 128), 128, 0, s>>>(a);
+  check_launch("uniform_route");
+}
 
 void mark_experts(const int32_t* ids, int64_t n, uint8_t* flags, int64_t n_experts, cudaStream_t s) {
   if (n == 0) return;

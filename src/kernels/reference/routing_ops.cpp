@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "kernels/ops.h"
+#include "kernels/uniform_route.h"
 
 namespace sy::ref {
 
@@ -46,6 +47,14 @@ void grouped_topk(const GroupedTopkArgs& a) {
       a.expert_ids[t * a.top_k + k] = int32_t(e);
       a.weights[t * a.top_k + k] = float(w * double(a.scaling));
     }
+  }
+}
+
+void uniform_route(const UniformRouteArgs& a) {
+  SY_CHECK(a.top_k >= 1 && a.top_k <= a.n_experts,
+           "uniform_route: need 1 <= top_k <= n_experts, got top_k={} n_experts={}", a.top_k, a.n_experts);
+  for (int64_t t = 0; t < a.tokens; ++t) {
+    uniform_route_row(a.logits + t * a.n_experts, a.n_experts, a.top_k, a.expert_ids + t * a.top_k);
   }
 }
 

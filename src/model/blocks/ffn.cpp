@@ -147,6 +147,9 @@ void route(Backend& be, Scratch& scratch, const MoeConfig& c, const MoeWeights& 
                        .scaling = c.routed_scaling_factor});
       break;
   }
+  if (be.uniform_routing()) {
+    be.uniform_route({.logits = logits, .expert_ids = ids, .tokens = T, .n_experts = c.n_experts, .top_k = K});
+  }
   if (be.expert_counting()) be.count_experts(ids, T * K, c.n_experts);
 }
 }  // namespace

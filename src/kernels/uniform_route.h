@@ -1,0 +1,70 @@
+// Uniform routing for benchmarks: each token's top_k experts drawn uniformly at random without replacement,
+// from a hash of its router logits. A model with random weights routes far from uniformly (a prompt's hidden
+// states grow alike through random attention, and its tokens then pick alike); the planner predicts uniform
+// routing, and `bench latency --routing uniform` measures it. The choice is deterministic in the logits' bits:
+// the same token routes the same on every rank that computes its logits, and the host and the CUDA kernel
+// (kernels/cuda/routing.cu) choose the same experts from the same logits. Plain C++, usable in device code.
+#pragma once
+
+#include <cstdint>
+#if !defined(__CUDA_ARCH__)
+#include <bit>
+#endif
+
+#if defined(__CUDACC__)
+#define SY_ROUTE_HD __host__ __device__
+#else
+#define SY_ROUTE_HD
+#endif
+
+namespace sy {
+
+struct UniformRouteArgs {
+  const float* logits = nullptr;  // [tokens, n_experts] router logits (only hashed)
+  int32_t* expert_ids = nullptr;  // [tokens, top_k] overwritten: distinct experts, uniform at random
+  int64_t tokens = 0;
+  int64_t n_experts = 0;
+  int64_t top_k = 0;  // 1 <= top_k <= n_experts
+};
+
+// splitmix64's finaliser: a bijection of 64-bit words whose output bits each depend on every input bit.
+SY_ROUTE_HD inline uint64_t route_mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+SY_ROUTE_HD inline uint32_t route_float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  return std::bit_cast<uint32_t>(f);
+#endif
+}
+
+// One token: ids[0..top_k) from the hash of logits[0..n_experts), each a draw uniform over the experts not yet
+// chosen (rejection: a draw equal to an earlier choice is drawn again). The modulo's bias is below 2^-55.
+SY_ROUTE_HD inline void uniform_route_row(const float* logits, int64_t n_experts, int64_t top_k, int32_t* ids) {
+  uint64_t h = 0x243F6A8885A308D3ull;
+  for (int64_t e = 0; e < n_experts; ++e) h = route_mix(h ^ route_float_bits(logits[e]));
+  for (int64_t j = 0; j < top_k; ++j) {
+    int32_t e = 0;
+    bool taken = true;
+    while (taken) {
+      h = route_mix(h + 0x9E3779B97F4A7C15ull);
+      e = static_cast<int32_t>(h % static_cast<uint64_t>(n_experts));
+      taken = false;
+      for (int64_t i = 0; i < j; ++i) taken = taken || ids[i] == e;
+    }
+    ids[j] = e;
+  }
+}
+
+namespace ref {
+// Every token's row (kernels/reference/routing_ops.cpp); the oracle of the CUDA kernel.
+void uniform_route(const UniformRouteArgs& a);
+}  // namespace ref
+
+}  // namespace sy
