@@ -44,11 +44,15 @@ SY_ROUTE_HD inline uint32_t route_float_bits(float f) {
 #endif
 }
 
-// One token: ids[0..top_k) from the hash of logits[0..n_experts), each a draw uniform over the experts not yet
-// chosen (rejection: a draw equal to an earlier choice is drawn again). The modulo's bias is below 2^-55.
-SY_ROUTE_HD inline void uniform_route_row(const float* logits, int64_t n_experts, int64_t top_k, int32_t* ids) {
-  uint64_t h = 0x243F6A8885A308D3ull;
-  for (int64_t e = 0; e < n_experts; ++e) h = route_mix(h ^ route_float_bits(logits[e]));
+// One logit's part of its token's hash: the hash is the XOR of every expert's part (an order-free sum, so that a
+// GPU warp can split it over its lanes), mixed once more.
+SY_ROUTE_HD inline uint64_t route_term(float logit, int64_t e) {
+  return route_mix(route_float_bits(logit) ^ (static_cast<uint64_t>(e) << 32) ^ 0x243F6A8885A308D3ull);
+}
+
+// The picks from a token's hash h: ids[0..top_k), each a draw uniform over the experts not yet chosen (rejection:
+// a draw equal to an earlier choice is drawn again). The modulo's bias is below 2^-55.
+SY_ROUTE_HD inline void route_picks(uint64_t h, int64_t n_experts, int64_t top_k, int32_t* ids) {
   for (int64_t j = 0; j < top_k; ++j) {
     int32_t e = 0;
     bool taken = true;
@@ -60,6 +64,13 @@ SY_ROUTE_HD inline void uniform_route_row(const float* logits, int64_t n_experts
     }
     ids[j] = e;
   }
+}
+
+// One token: its top_k experts from the hash of logits[0..n_experts).
+SY_ROUTE_HD inline void uniform_route_row(const float* logits, int64_t n_experts, int64_t top_k, int32_t* ids) {
+  uint64_t h = 0;
+  for (int64_t e = 0; e < n_experts; ++e) h ^= route_term(logits[e], e);
+  route_picks(route_mix(h), n_experts, top_k, ids);
 }
 
 namespace ref {

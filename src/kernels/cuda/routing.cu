@@ -262,12 +262,22 @@ __global__ void mark_experts_kernel(const int32_t* ids, int64_t n, uint8_t* flag
 
 constexpr int kMaxUniformTopk = 64;
 
-// One thread per token; the picks are kept in registers-sized local memory and written once.
-__global__ void uniform_route_kernel(UniformRouteArgs a) {
-  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+constexpr int kUniformWarps = 4;
+
+// One warp per token: the lanes hash a share of its logits each (the same order-free sum as uniform_route_row),
+// then lane 0 draws the picks and writes them. One thread a token, the hash's serial chain over 128 logits cost
+// 12 µs a layer at batch 1.
+__global__ void __launch_bounds__(kUniformWarps * 32) uniform_route_kernel(UniformRouteArgs a) {
+  const int64_t t = blockIdx.x * int64_t(kUniformWarps) + threadIdx.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
   if (t >= a.tokens) return;
+  const float* row = a.logits + t * a.n_experts;
+  uint64_t h = 0;
+  for (int64_t e = lane; e < a.n_experts; e += 32) h ^= route_term(row[e], e);
+  for (int o = 16; o > 0; o >>= 1) h ^= __shfl_xor_sync(0xffffffffu, h, o);
+  if (lane != 0) return;
   int32_t ids[kMaxUniformTopk];
-  uniform_route_row(a.logits + t * a.n_experts, a.n_experts, a.top_k, ids);
+  route_picks(route_mix(h), a.n_experts, a.top_k, ids);
   for (int64_t j = 0; j < a.top_k; ++j) a.expert_ids[t * a.top_k + j] = ids[j];
 }
 
@@ -277,7 +287,8 @@ void uniform_route(const UniformRouteArgs& a, cudaStream_t s) {
   if (a.tokens == 0) return;
   check_supported(a.top_k >= 1 && a.top_k <= kMaxUniformTopk && a.top_k <= a.n_experts,
                   "uniform_route: needs 1 <= top_k <= min(64, n_experts)");
-  uniform_route_kernel<<<static_cast<unsigned>((a.tokens + 127) / 128), 128, 0, s>>>(a);
+  uniform_route_kernel<<<static_cast<unsigned>((a.tokens + kUniformWarps - 1) / kUniformWarps), kUniformWarps * 32, 0,
+                         s>>>(a);
   check_launch("uniform_route");
 }
 
