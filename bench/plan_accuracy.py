@@ -289,11 +289,26 @@ def read_plan(rec, out, batch):
 # bench latency
 
 
+# A batch whose prompts hold more tokens than this warms prefill up with a few prompts: its untimed passes
+# would otherwise take minutes (kimi-k2-4layers, 256 prompts of 8,192 tokens: ~110 s a pass on the H200).
+WARMUP_FULL_TOKENS = 1 << 20
+
+
+def warmup_prompts(batches, input_len):
+    """bench latency's --warmup-prompts for these batches: None (every prompt) or enough for 4 full steps."""
+    if max(batches) * input_len <= WARMUP_FULL_TOKENS:
+        return None
+    return max(1, -(-4 * MAX_BATCH_TOKENS // input_len))
+
+
 def bench_command(args, sy, model_dir, device, flags, batches, input_len, json_path):
     cmd = [sy, "bench", "latency", "--model", model_dir, "--device", device, "--random-weights",
            "--batch", ",".join(str(b) for b in batches), "--input-len", str(input_len),
            "--output-len", str(args.output_len), "--max-batch-tokens", str(MAX_BATCH_TOKENS),
            "--routing", args.routing, "--json", str(json_path)]
+    warm = warmup_prompts(batches, input_len)
+    if warm is not None:
+        cmd += ["--warmup-prompts", str(warm)]
     return cmd + flags
 
 

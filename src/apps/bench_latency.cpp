@@ -1,6 +1,8 @@
 // `switchyard bench latency`: engine-level prefill and decode timings per batch size, with the memory
 // (and compute) floor of each step from design.md, the ratio "% of limit", and where the time goes. With a
 // layout every rank runs the same engine steps (the model is collective) and rank 0 reports.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -34,6 +36,7 @@ struct BenchOptions {
   int64_t output_len = 128;
   int64_t max_batch_tokens = 8192;
   int64_t block_size = 16;
+  int64_t warmup_prompts = 0;  // --warmup-prompts: prompts in each untimed prefill pass; 0: the batch
   std::string json;
   LayoutFlags layout;
 };
@@ -97,6 +100,7 @@ double mean(const std::vector<double>& v) {
 struct BatchResult {
   int64_t batch = 0;
   double prefill_ms = 0, prefill_tok_s = 0, prefill_floor_ms = 0;
+  int64_t warmup_tokens = 0, timed_prefill_tokens = 0;  // tokens the engine ran in the untimed and the timed passes
   double decode_step_ms = 0, eager_step_ms = 0, decode_tok_s = 0, decode_floor_ms = 0, decode_floor_bytes = 0;
   double decode_context = 0;  // tokens a sequence holds, mean over the decode steps (all B run in each)
   // Distinct experts a decode step read per MoE layer: counted from the profiled steps' routing (empty
@@ -130,9 +134,9 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   Engine engine(model, be, config);
   std::mt19937 rng(static_cast<uint32_t>(1000 + B));
   std::uniform_int_distribution<int32_t> token(1, static_cast<int32_t>(info.vocab_size - 1));
-  const auto add_prompts = [&](int64_t new_tokens) {
+  const auto add_prompts = [&](int64_t new_tokens, int64_t count) {
     std::vector<int64_t> added;
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = 0; b < count; ++b) {
       std::vector<int32_t> prompt(static_cast<size_t>(o.input_len));
       for (auto& t : prompt) t = token(rng);
       added.push_back(engine.add({.prompt = prompt, .max_new_tokens = new_tokens}));
@@ -144,23 +148,30 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   // (the first sizes the scratch memory and sees each step shape, the second captures the graphs), then the
   // timed pass (B prompts, one token each: prefill alone, as the planner predicts it; the decode sequences'
   // own prefill below has the first ones decoding in its steps when the prompts take several), then one
-  // profiled pass (eager, device events) for the prefill phase breakdown.
+  // profiled pass (eager, device events) for the prefill phase breakdown. With --warmup-prompts the untimed
+  // passes hold fewer prompts: a pass of many full steps sees its step shapes in its first few, and a batch of
+  // 256 prompts of 8,192 tokens would otherwise spend minutes in them.
+  const int64_t warm = o.warmup_prompts > 0 ? std::min(B, o.warmup_prompts) : B;
+  const int64_t processed0 = engine.tokens_processed();
   for (int pass = 0; pass < 2; ++pass) {
-    add_prompts(1);
+    add_prompts(1, warm);
     engine.run();
   }
-  add_prompts(1);
+  r.warmup_tokens = engine.tokens_processed() - processed0;
+  add_prompts(1, B);
   be.synchronize();
   // The ranks start the clock together: the first step's collectives would otherwise count the time the
   // others took to set up.
   if (world != nullptr) world->barrier();
+  const int64_t processed1 = engine.tokens_processed();
   const auto t0 = BenchClock::now();
   engine.run();
   be.synchronize();
   r.prefill_ms = ms_since(t0);
+  r.timed_prefill_tokens = engine.tokens_processed() - processed1;
   be.set_profiling(true);
   be.take_phase_times();
-  add_prompts(1);
+  add_prompts(1, B);
   // The profiled pass also counts the experts each MoE layer's routing chose in each of its steps (marked on
   // the device, read after each step), against uniform routing's expectation at the step's tokens.
   const ReadCost& c = info.cost;
@@ -193,7 +204,7 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   be.set_profiling(false);
   // Within the model's context (the check below says so should a sequence then end before the timed steps do).
   const std::vector<int64_t> ids =
-      add_prompts(std::max(o.output_len, std::min(o.output_len + lead, info.max_position_embeddings - o.input_len)));
+      add_prompts(std::max(o.output_len, std::min(o.output_len + lead, info.max_position_embeddings - o.input_len)), B);
   const auto all_prefilled = [&] {
     return std::all_of(ids.begin(), ids.end(), [&](int64_t id) { return !engine.result(id).output.empty(); });
   };
@@ -373,10 +384,11 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
     }
     std::printf(
         "input %lld, output %lld tokens per sequence; prefill: one timed pass after two untimed ones of the "
-        "same shapes; step ms: median decode step (captured where the device can); eager ms and the phases "
+        "same shapes%s; step ms: median decode step (captured where the device can); eager ms and the phases "
         "(ms per step, device events): the first decode steps, uncaptured; the decode floor reads the experts "
         "their routing touched; routing: %s\n\n",
         static_cast<long long>(o.input_len), static_cast<long long>(o.output_len),
+        o.warmup_prompts > 0 ? fmt::format(" (of at most {} prompts)", o.warmup_prompts).c_str() : "",
         o.routing == "uniform" ? "uniform (each token's experts drawn uniformly, the router's weights kept)"
                                : "the model's");
     std::printf("%6s %12s %9s | %9s %11s %9s %7s | %9s | %9s %7s %8s %8s %8s %7s %13s %8s %7s\n", "batch",
@@ -384,16 +396,18 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
                 "router", "experts", "combine", "dense", "norms", "communication", "sampling", "other");
     std::fflush(stdout);
   }
-  nlohmann::json out = {{"model", info.architecture},
-                        {"device", rank.device},
-                        {"layers", layers},
-                        {"input_len", o.input_len},
-                        {"output_len", o.output_len},
-                        {"routing", o.routing},
-                        {"copy_bandwidth_gb_s", bandwidth / 1e9},
-                        {"matrix_tflop_s", matrix_rate / 1e12},
-                        {"weight_gb", weight_gb},
-                        {"results", nlohmann::json::array()}};
+  nlohmann::json out = {
+      {"model", info.architecture},
+      {"device", rank.device},
+      {"layers", layers},
+      {"input_len", o.input_len},
+      {"output_len", o.output_len},
+      {"routing", o.routing},
+      {"warmup_prompts", o.warmup_prompts > 0 ? nlohmann::json(o.warmup_prompts) : nlohmann::json(nullptr)},
+      {"copy_bandwidth_gb_s", bandwidth / 1e9},
+      {"matrix_tflop_s", matrix_rate / 1e12},
+      {"weight_gb", weight_gb},
+      {"results", nlohmann::json::array()}};
   if (layout) {
     out["ranks"] = rank.world->size();
     out["layout"] = {{"flags", layout_flags(rank.check->sizes)}, {"sizes", describe_sizes(rank.check->sizes)}};
@@ -425,6 +439,8 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
     out["results"].push_back(
         {{"batch", B},
          {"prefill_ms", r.prefill_ms},
+         {"prefill_warmup_tokens", r.warmup_tokens},
+         {"prefill_timed_tokens", r.timed_prefill_tokens},
          {"prefill_tok_s", r.prefill_tok_s},
          {"prefill_floor_ms", r.prefill_floor_ms},
          {"prefill_pct_of_limit", prefill_pct},
@@ -533,6 +549,10 @@ CommandMain add_bench_latency_command(CLI::App& bench, Launch& launch) {
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per forward pass (prefill chunk)")
       ->check(CLI::Range(1, 1 << 22));
   cmd->add_option("--block-size", o->block_size, "KV cache block size")->check(CLI::Range(1, 4096));
+  cmd->add_option("--warmup-prompts", o->warmup_prompts,
+                  "prompts in each of the two untimed prefill passes (default: the batch); a few suffice when the "
+                  "batch's prompts fill many steps of --max-batch-tokens")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--json", o->json, "also write the results as JSON to this file");
   add_layout_flags(cmd, o->layout);
   return [o, &launch] { return run_bench_latency(*o, launch); };

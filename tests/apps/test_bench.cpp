@@ -107,6 +107,33 @@ TEST(BenchLatency, LongPromptsStillDecodeTheWholeBatch) {
   fs::remove(json);
 }
 
+// --warmup-prompts: the two untimed prefill passes hold that many prompts (2 × 1 × 24 tokens), the timed pass
+// still all 4 (4 × 24); without it the untimed passes hold the batch too (2 × 4 × 24). Each prompt asks for one
+// token, which its last prefill chunk samples: no decode step adds to the counts.
+TEST(BenchLatency, WarmupPromptsShortenOnlyTheUntimedPasses) {
+  const fs::path json = fs::temp_directory_path() / "sy_bench_latency_warmup.json";
+  for (const int warm : {0, 1}) {
+    const auto r = test::run_switchyard("bench latency --model " + qwen3() +
+                                        " --batch 4 --input-len 24 --output-len 3 --max-batch-tokens 8 --json " +
+                                        json.string() + (warm > 0 ? " --warmup-prompts 1" : ""));
+    ASSERT_EQ(r.code, 0) << r.out;
+    const nlohmann::json j = test::read_json(json);
+    ASSERT_TRUE(j.is_object()) << r.out;
+    const auto& res = j["results"][0];
+    EXPECT_EQ(res["prefill_timed_tokens"].get<int64_t>(), 4 * 24) << res.dump(1);
+    EXPECT_EQ(res["prefill_warmup_tokens"].get<int64_t>(), 2 * (warm > 0 ? 1 : 4) * 24) << res.dump(1);
+    if (warm > 0) {
+      EXPECT_EQ(j["warmup_prompts"], 1);
+      EXPECT_NE(r.out.find("of at most 1 prompts"), std::string::npos) << r.out;
+    } else {
+      EXPECT_TRUE(j["warmup_prompts"].is_null()) << j.dump(1);
+    }
+  }
+  const auto bad = test::run_switchyard("bench latency --model " + qwen3() + " --warmup-prompts 0");
+  EXPECT_NE(bad.code, 0) << bad.out;
+  fs::remove(json);
+}
+
 // --routing uniform: with 64 experts, 4 a token (the fixture's shapes otherwise, random weights), the experts a
 // step touches are uniform sampling's, E (1 - (1 - K/E)^n) at n tokens: 41.2 at a decode step of 16, 63.0 at a
 // prefill of 16 prompts of 4 tokens. The decode figure averages 2 layers over 6 steps (standard deviation
