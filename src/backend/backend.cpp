@@ -51,19 +51,6 @@ void Backend::count_experts(const int32_t* ids, int64_t n, int64_t n_experts) {
   }
 }
 
-void Backend::uniform_route(const UniformRouteArgs& a) {
-  if (a.tokens == 0) return;
-  std::vector<float> logits(static_cast<size_t>(a.tokens * a.n_experts));
-  std::vector<int32_t> ids(static_cast<size_t>(a.tokens * a.top_k));
-  copy_to_host(logits.data(), a.logits, logits.size() * sizeof(float));
-  ref::uniform_route({.logits = logits.data(),
-                      .expert_ids = ids.data(),
-                      .tokens = a.tokens,
-                      .n_experts = a.n_experts,
-                      .top_k = a.top_k});
-  copy_to_device(a.expert_ids, ids.data(), ids.size() * sizeof(int32_t));
-}
-
 std::vector<int64_t> Backend::take_touched_experts() {
   std::vector<int64_t> out;
   for (const auto& seen : touched_) out.push_back(std::count(seen.begin(), seen.end(), uint8_t{1}));

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "kernels/ops.h"
-#include "kernels/uniform_route.h"
 #include "tensor/tensor.h"
 
 namespace sy {
@@ -125,11 +124,10 @@ class Backend {
   virtual void count_experts(const int32_t* ids, int64_t n, int64_t n_experts);
   virtual std::vector<int64_t> take_touched_experts();
   // Uniform routing (bench latency --routing uniform: the planner's assumption, which random weights do not
-  // route by). While on, the MoE blocks replace each token's chosen experts with uniform_route's (the routing
-  // weights stay the router's). The default reads the logits back to the host and the ids to the device.
+  // route by). While on, the MoE blocks ask softmax_topk / grouped_topk for it (their args' .uniform): each
+  // token's chosen experts replaced by uniform_route_row's (kernels/uniform_route.h), the routing weights kept.
   void set_uniform_routing(bool on) { uniform_routing_ = on; }
   bool uniform_routing() const { return uniform_routing_; }
-  virtual void uniform_route(const UniformRouteArgs& a);
 
   virtual void fill_random_normal(const RandomFillArgs& a) = 0;
   virtual void zero(void* dst, size_t bytes) = 0;

@@ -78,6 +78,9 @@ struct SoftmaxTopkArgs {
   int64_t n_experts = 0;
   int64_t top_k = 0;
   bool renormalize = false;  // divide the top-k probabilities by their sum
+  // Uniform routing (bench latency --routing uniform): the ids then become uniform_route_row's draw from the same
+  // logits (kernels/uniform_route.h); the weights stay the top-k's.
+  bool uniform = false;
 };
 
 // What a GQA layer does between its q/k/v products and attention: each q and k head RMS-normalised over
@@ -219,6 +222,7 @@ struct GroupedTopkArgs {
   int64_t topk_group = 1;  // 1 <= topk_group <= n_group; top_k <= topk_group * n_experts / n_group
   bool renormalize = false;
   float scaling = 1.0f;  // routed_scaling_factor
+  bool uniform = false;  // as SoftmaxTopkArgs::uniform
 };
 
 // Multi-head latent attention (DeepSeek-V2/V3) over a paged cache whose row per token is the compressed

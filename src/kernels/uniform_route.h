@@ -73,6 +73,12 @@ SY_ROUTE_HD inline void uniform_route_row(const float* logits, int64_t n_experts
   route_picks(route_mix(h), n_experts, top_k, ids);
 }
 
+// Every token's row in place: the ids of a top-k routing replaced (softmax_topk / grouped_topk with .uniform).
+SY_ROUTE_HD inline void uniform_route_rows(const float* logits, int32_t* ids, int64_t tokens, int64_t n_experts,
+                                           int64_t top_k) {
+  for (int64_t t = 0; t < tokens; ++t) uniform_route_row(logits + t * n_experts, n_experts, top_k, ids + t * top_k);
+}
+
 namespace ref {
 // Every token's row (kernels/reference/routing_ops.cpp); the oracle of the CUDA kernel.
 void uniform_route(const UniformRouteArgs& a);

@@ -350,22 +350,51 @@ TEST_F(CudaVsCpu, RoutingGatherScatter) {
   }
 }
 
-// Uniform routing (bench latency --routing uniform): the kernel picks exactly the host's experts from the same
-// logits, for softmax-sized and kimi-sized expert counts, a top_k of all experts included.
+// Uniform routing (bench latency --routing uniform, the routers' .uniform): the fused kernels pick exactly the
+// host's experts from the same logits and keep the top-k's weights, for softmax-sized and kimi-sized expert counts
+// (kimi's 384 through the one-warp grouped kernel, 1,024 through the one-thread one and the separate draw), a
+// top_k of all experts included.
 TEST_F(CudaVsCpu, UniformRoutingPicksTheHostsExperts) {
-  for (auto [T, E, K] : {std::tuple<int64_t, int64_t, int64_t>{300, 128, 8}, {37, 384, 8}, {5, 8, 8}, {1000, 64, 6}}) {
+  for (auto [T, E, K] :
+       {std::tuple<int64_t, int64_t, int64_t>{300, 128, 8}, {37, 384, 8}, {5, 8, 8}, {1000, 64, 6}, {9, 1024, 8}}) {
     const auto logits = randn(size_t(T * E), rng_);
-    std::vector<int32_t> ids[2];
-    int i = 0;
-    for (Backend* be : {cpu_.get(), gpu_.get()}) {
-      Dev d(*be);
-      int32_t* di = d.i32(std::vector<int32_t>(size_t(T * K), -1));
-      be->uniform_route({.logits = d.f32(logits), .expert_ids = di, .tokens = T, .n_experts = E, .top_k = K});
-      ids[i].resize(size_t(T * K));
-      be->copy_to_host(ids[i].data(), di, ids[i].size() * 4);
-      ++i;
+    for (const bool grouped : {false, true}) {
+      if (!grouped && E > 512) continue;  // softmax_topk's CUDA kernel takes at most 512 experts
+      std::vector<int32_t> ids[2];
+      std::vector<float> wts[2];
+      int i = 0;
+      for (Backend* be : {cpu_.get(), gpu_.get()}) {
+        Dev d(*be);
+        int32_t* di = d.i32(std::vector<int32_t>(size_t(T * K), -1));
+        float* dw = d.out(size_t(T * K));
+        if (grouped) {
+          be->grouped_topk({.logits = d.f32(logits),
+                            .expert_ids = di,
+                            .weights = dw,
+                            .tokens = T,
+                            .n_experts = E,
+                            .top_k = K,
+                            .n_group = E >= 64 ? 8 : 1,
+                            .topk_group = E >= 64 ? 4 : 1,
+                            .renormalize = true,
+                            .uniform = true});
+        } else {
+          be->softmax_topk({.logits = d.f32(logits),
+                            .expert_ids = di,
+                            .weights = dw,
+                            .tokens = T,
+                            .n_experts = E,
+                            .top_k = K,
+                            .renormalize = true,
+                            .uniform = true});
+        }
+        ids[i] = d.host_i32(di, size_t(T * K));
+        wts[i] = d.host(dw, size_t(T * K));
+        ++i;
+      }
+      EXPECT_EQ(ids[1], ids[0]) << T << " tokens, " << E << " experts, top " << K << (grouped ? ", grouped" : "");
+      EXPECT_LE(rel_err(wts[1], wts[0]), 1e-5) << T << " tokens, " << E << " experts" << (grouped ? ", grouped" : "");
     }
-    EXPECT_EQ(ids[1], ids[0]) << T << " tokens, " << E << " experts, top " << K;
   }
 }
 

@@ -9,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "kernels/uniform_route.h"
 
 namespace sy {
@@ -110,6 +111,53 @@ TEST(UniformRoute, TouchesTheExpectedExpertsPerStep) {
     }
     const double expected = E * (1.0 - std::pow(1.0 - static_cast<double>(K) / E, static_cast<double>(n)));
     EXPECT_NEAR(touched / groups, expected, 0.6) << n << " tokens a step";
+  }
+}
+
+// The routers with .uniform (how the MoE blocks ask for it): the CPU kernels and the references write
+// uniform_route's ids, and the weights they write without it (the router's top-k weights, kept).
+TEST(UniformRoute, TheRoutersReplaceTheirIdsAndKeepTheirWeights) {
+  const int64_t T = 33, E = 64, K = 6;
+  const std::vector<float> logits = normal_logits(T * E, 11);
+  const std::vector<int32_t> expected = route(logits, T, E, K);
+  for (const bool grouped : {false, true}) {
+    for (const bool reference : {false, true}) {
+      std::vector<int32_t> ids[2];
+      std::vector<float> weights[2];
+      for (const bool uniform : {false, true}) {
+        auto& id = ids[uniform ? 1 : 0];
+        auto& w = weights[uniform ? 1 : 0];
+        id.assign(static_cast<size_t>(T * K), -1);
+        w.assign(static_cast<size_t>(T * K), 0.0f);
+        if (grouped) {
+          const GroupedTopkArgs a{.logits = logits.data(),
+                                  .expert_ids = id.data(),
+                                  .weights = w.data(),
+                                  .tokens = T,
+                                  .n_experts = E,
+                                  .top_k = K,
+                                  .n_group = 8,
+                                  .topk_group = 4,
+                                  .renormalize = true,
+                                  .scaling = 2.5f,
+                                  .uniform = uniform};
+          (reference ? ref::grouped_topk : cpu::grouped_topk)(a);
+        } else {
+          const SoftmaxTopkArgs a{.logits = logits.data(),
+                                  .expert_ids = id.data(),
+                                  .weights = w.data(),
+                                  .tokens = T,
+                                  .n_experts = E,
+                                  .top_k = K,
+                                  .renormalize = true,
+                                  .uniform = uniform};
+          (reference ? ref::softmax_topk : cpu::softmax_topk)(a);
+        }
+      }
+      EXPECT_EQ(ids[1], expected) << (grouped ? "grouped" : "softmax") << (reference ? " reference" : " cpu");
+      EXPECT_NE(ids[0], expected) << "the top-k's own choice differs from the uniform draw";
+      EXPECT_EQ(weights[1], weights[0]) << (grouped ? "grouped" : "softmax") << (reference ? " reference" : " cpu");
+    }
   }
 }
 

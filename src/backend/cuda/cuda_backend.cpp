@@ -265,7 +265,6 @@ class CudaBackend final : public Backend {
   }
   void softmax_topk(const SoftmaxTopkArgs& a) override { cuda::softmax_topk(a, stream_); }
   void grouped_topk(const GroupedTopkArgs& a) override { cuda::grouped_topk(a, stream_); }
-  void uniform_route(const UniformRouteArgs& a) override { cuda::uniform_route(a, stream_); }
   void add(float* y, const float* x, int64_t n) override { cuda::add(y, x, n, stream_); }
 
   // Multi-head latent attention and the sparse-attention indexer (kernels/cuda/mla.cu).

@@ -13,6 +13,7 @@
 
 #include "base/check.h"
 #include "kernels/e4m3.h"
+#include "kernels/uniform_route.h"
 
 namespace sy::cpu {
 namespace {
@@ -299,6 +300,7 @@ void softmax_topk(const SoftmaxTopkArgs& a) {
         a.expert_ids[t * a.top_k + j] = e;
         a.weights[t * a.top_k + j] = a.renormalize ? probs[size_t(e)] / chosen_sum : probs[size_t(e)];
       }
+      if (a.uniform) uniform_route_row(logits, a.n_experts, a.top_k, a.expert_ids + t * a.top_k);
     }
   }
 }

@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "kernels/ops.h"
+#include "kernels/uniform_route.h"
 
 namespace sy::cpu {
 
@@ -70,6 +71,7 @@ void grouped_topk(const GroupedTopkArgs& a) {
         a.expert_ids[t * a.top_k + k] = e;
         a.weights[t * a.top_k + k] = score[size_t(e)] / denominator * a.scaling;
       }
+      if (a.uniform) uniform_route_row(a.logits + t * a.n_experts, a.n_experts, a.top_k, a.expert_ids + t * a.top_k);
     }
   }
 }

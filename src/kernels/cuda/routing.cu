@@ -101,6 +101,17 @@ __global__ void grouped_topk_kernel(GroupedTopkArgs a) {
 // kernel above: each lane computes the choice scores of experts lane, lane + 32, ... once; a group's score is a
 // warp reduction of its two best; the groups and then the experts are taken by repeated warp argmaxes in
 // (value descending, id ascending) order, each winner removed from the next round.
+// Uniform routing (the args' .uniform): each lane XORs its experts' route_term, the warp combines them, and lane 0
+// replaces the token's ids with route_picks' draw (kernels/uniform_route.h), after the top-k wrote them.
+constexpr int kMaxUniformTopk = 64;
+__device__ __forceinline__ void uniform_override(uint64_t h, int lane, int64_t n_experts, int64_t top_k, int32_t* ids) {
+  for (int o = 16; o > 0; o >>= 1) h ^= __shfl_xor_sync(0xffffffffu, h, o);
+  if (lane != 0) return;
+  int32_t picks[kMaxUniformTopk];
+  route_picks(route_mix(h), n_experts, top_k, picks);
+  for (int64_t j = 0; j < top_k; ++j) ids[j] = picks[j];
+}
+
 constexpr int kTopkWarps = 4;
 constexpr int kWarpExperts = 16;  // per lane: up to 512 experts
 
@@ -115,6 +126,7 @@ __global__ void __launch_bounds__(kTopkWarps * 32) grouped_topk_warp_kernel(Grou
   const int n = static_cast<int>(a.n_experts), per_group = static_cast<int>(a.n_experts / a.n_group);
   float c[kWarpExperts];
   bool nan_seen = false;
+  uint64_t h = 0;  // with a.uniform: this lane's part of the token's hash
 #pragma unroll
   for (int i = 0; i < kWarpExperts; ++i) {
     const int e = lane + 32 * i;
@@ -123,6 +135,7 @@ __global__ void __launch_bounds__(kTopkWarps * 32) grouped_topk_warp_kernel(Grou
       const float x = logits[e];
       nan_seen = nan_seen || isnan(x);
       c[i] = ordered(sigmoid(x) + (a.score_bias ? a.score_bias[e] : 0.0f));
+      if (a.uniform) h ^= route_term(x, e);
     }
   }
   const bool nan_row = __any_sync(0xffffffffu, nan_seen);
@@ -182,6 +195,7 @@ __global__ void __launch_bounds__(kTopkWarps * 32) grouped_topk_warp_kernel(Grou
       sum += w;
     }
   }
+  if (a.uniform) uniform_override(h, lane, a.n_experts, a.top_k, a.expert_ids + t * a.top_k);
   if (lane != 0) return;
   const float denominator = a.renormalize ? sum + 1e-20f : 1.0f;
   for (int64_t k = 0; k < a.top_k; ++k) {
@@ -198,7 +212,7 @@ __global__ void __launch_bounds__(kTopkWarps * 32) grouped_topk_warp_kernel(Grou
 constexpr int kMaxExpertsPerLane = 16;  // up to 512 experts
 
 __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* weights, int64_t tokens,
-                                    int64_t n_experts, int64_t top_k, bool renormalize) {
+                                    int64_t n_experts, int64_t top_k, bool renormalize, bool uniform) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t t = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
@@ -208,10 +222,12 @@ __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* we
   float v[kMaxExpertsPerLane];
   float m = -FLT_MAX;
   bool nan_seen = false;
+  uint64_t h = 0;  // with uniform: this lane's part of the token's hash
 #pragma unroll
   for (int i = 0; i < kMaxExpertsPerLane; ++i) {
     const int64_t e = lane + 32 * i;
     const float x = e < n_experts ? row[e] : -FLT_MAX;
+    if (uniform && e < n_experts) h ^= route_term(x, e);
     nan_seen = nan_seen || isnan(x);
     v[i] = isnan(x) ? -FLT_MAX : x;
     m = fmaxf(m, v[i]);
@@ -251,6 +267,7 @@ __global__ void softmax_topk_kernel(const float* logits, int32_t* ids, float* we
   if (renormalize && lane == 0) {
     for (int64_t k = 0; k < top_k; ++k) weights[t * top_k + k] /= chosen_sum;
   }
+  if (uniform) uniform_override(h, lane, n_experts, top_k, ids + t * top_k);
 }
 
 __global__ void mark_experts_kernel(const int32_t* ids, int64_t n, uint8_t* flags, int64_t n_experts) {
@@ -260,14 +277,15 @@ __global__ void mark_experts_kernel(const int32_t* ids, int64_t n, uint8_t* flag
   if (e >= 0 && e < n_experts) flags[e] = 1;
 }
 
-constexpr int kMaxUniformTopk = 64;
-
 constexpr int kUniformWarps = 4;
 
 // One warp per token: the lanes hash a share of its logits each (the same order-free sum as uniform_route_row),
 // then lane 0 draws the picks and writes them. One thread a token, the hash's serial chain over 128 logits cost
-// 12 µs a layer at batch 1.
+// 12 µs a layer at batch 1. Launched as a programmatic dependent, as softmax_topk before it and the experts'
+// GEMVs after it are: a plain launch between them kept the GEMVs from loading their weights while it ran.
 __global__ void __launch_bounds__(kUniformWarps * 32) uniform_route_kernel(UniformRouteArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t t = blockIdx.x * int64_t(kUniformWarps) + threadIdx.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (t >= a.tokens) return;
@@ -287,9 +305,8 @@ void uniform_route(const UniformRouteArgs& a, cudaStream_t s) {
   if (a.tokens == 0) return;
   check_supported(a.top_k >= 1 && a.top_k <= kMaxUniformTopk && a.top_k <= a.n_experts,
                   "uniform_route: needs 1 <= top_k <= min(64, n_experts)");
-  uniform_route_kernel<<<static_cast<unsigned>((a.tokens + kUniformWarps - 1) / kUniformWarps), kUniformWarps * 32, 0,
-                         s>>>(a);
-  check_launch("uniform_route");
+  launch_pdl(uniform_route_kernel, dim3(static_cast<unsigned>((a.tokens + kUniformWarps - 1) / kUniformWarps)),
+             dim3(kUniformWarps * 32), 0, s, "uniform_route", a);
 }
 
 void mark_experts(const int32_t* ids, int64_t n, uint8_t* flags, int64_t n_experts, cudaStream_t s) {
@@ -304,19 +321,29 @@ void grouped_topk(const GroupedTopkArgs& a, cudaStream_t s) {
                       a.topk_group <= a.n_group && a.top_k >= 1 && a.top_k <= a.topk_group * (a.n_experts / a.n_group),
                   "grouped_topk: needs 1 <= n_group <= 64 dividing n_experts, 1 <= topk_group <= n_group and "
                   "1 <= top_k <= topk_group * experts per group");
+  check_supported(!a.uniform || a.top_k <= kMaxUniformTopk, "grouped_topk: uniform routing needs top_k <= 64");
   if (a.n_experts <= 32 * kWarpExperts) {
     return launch_pdl(grouped_topk_warp_kernel, dim3(static_cast<unsigned>((a.tokens + kTopkWarps - 1) / kTopkWarps)),
                       dim3(kTopkWarps * 32), 0, s, "grouped_topk", a);
   }
   grouped_topk_kernel<<<static_cast<unsigned>((a.tokens + 127) / 128), 128, 0, s>>>(a);
   check_launch("grouped_topk");
+  if (a.uniform) {
+    uniform_route({.logits = a.logits,
+                   .expert_ids = a.expert_ids,
+                   .tokens = a.tokens,
+                   .n_experts = a.n_experts,
+                   .top_k = a.top_k},
+                  s);
+  }
 }
 
 void softmax_topk(const SoftmaxTopkArgs& a, cudaStream_t s) {
   if (a.tokens == 0) return;
   check_supported(a.n_experts <= 32 * kMaxExpertsPerLane, "softmax_topk handles at most 512 experts");
+  check_supported(!a.uniform || a.top_k <= kMaxUniformTopk, "softmax_topk: uniform routing needs top_k <= 64");
   launch_pdl(softmax_topk_kernel, dim3(static_cast<unsigned>((a.tokens + 3) / 4)), dim3(128), 0, s, "softmax_topk",
-             a.logits, a.expert_ids, a.weights, a.tokens, a.n_experts, a.top_k, a.renormalize);
+             a.logits, a.expert_ids, a.weights, a.tokens, a.n_experts, a.top_k, a.renormalize, a.uniform);
 }
 
 }  // namespace sy::cuda

@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "kernels/e4m3.h"
+#include "kernels/uniform_route.h"
 
 namespace sy::ref {
 
@@ -202,6 +203,7 @@ void softmax_topk(const SoftmaxTopkArgs& a) {
       a.weights[t * a.top_k + j] = float(a.renormalize ? p / chosen_sum : p);
     }
   }
+  if (a.uniform) uniform_route_rows(a.logits, a.expert_ids, a.tokens, a.n_experts, a.top_k);
 }
 
 }  // namespace sy::ref

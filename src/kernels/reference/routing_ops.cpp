@@ -48,14 +48,13 @@ void grouped_topk(const GroupedTopkArgs& a) {
       a.weights[t * a.top_k + k] = float(w * double(a.scaling));
     }
   }
+  if (a.uniform) uniform_route_rows(a.logits, a.expert_ids, a.tokens, a.n_experts, a.top_k);
 }
 
 void uniform_route(const UniformRouteArgs& a) {
   SY_CHECK(a.top_k >= 1 && a.top_k <= a.n_experts,
            "uniform_route: need 1 <= top_k <= n_experts, got top_k={} n_experts={}", a.top_k, a.n_experts);
-  for (int64_t t = 0; t < a.tokens; ++t) {
-    uniform_route_row(a.logits + t * a.n_experts, a.n_experts, a.top_k, a.expert_ids + t * a.top_k);
-  }
+  uniform_route_rows(a.logits, a.expert_ids, a.tokens, a.n_experts, a.top_k);
 }
 
 void add(float* y, const float* x, int64_t n) {

@@ -131,7 +131,8 @@ void route(Backend& be, Scratch& scratch, const MoeConfig& c, const MoeWeights& 
                        .tokens = T,
                        .n_experts = c.n_experts,
                        .top_k = K,
-                       .renormalize = c.renormalize});
+                       .renormalize = c.renormalize,
+                       .uniform = be.uniform_routing()});
       break;
     case RouterScoring::sigmoid:
       be.grouped_topk({.logits = logits,
@@ -144,11 +145,9 @@ void route(Backend& be, Scratch& scratch, const MoeConfig& c, const MoeWeights& 
                        .n_group = c.n_group,
                        .topk_group = c.topk_group,
                        .renormalize = c.renormalize,
-                       .scaling = c.routed_scaling_factor});
+                       .scaling = c.routed_scaling_factor,
+                       .uniform = be.uniform_routing()});
       break;
-  }
-  if (be.uniform_routing()) {
-    be.uniform_route({.logits = logits, .expert_ids = ids, .tokens = T, .n_experts = c.n_experts, .top_k = K});
   }
   if (be.expert_counting()) be.count_experts(ids, T * K, c.n_experts);
 }
