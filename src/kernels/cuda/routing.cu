@@ -280,9 +280,10 @@ __global__ void mark_experts_kernel(const int32_t* ids, int64_t n, uint8_t* flag
 constexpr int kUniformWarps = 4;
 
 // One warp per token: the lanes hash a share of its logits each (the same order-free sum as uniform_route_row),
-// then lane 0 draws the picks and writes them. One thread a token, the hash's serial chain over 128 logits cost
-// 12 µs a layer at batch 1. Launched as a programmatic dependent, as softmax_topk before it and the experts'
-// GEMVs after it are: a plain launch between them kept the GEMVs from loading their weights while it ran.
+// then lane 0 draws the picks and writes them (one thread a token, the hash's serial chain over 128 logits cost
+// 12 µs a layer at batch 1). Only the one-thread grouped kernel (above 512 experts) is followed by it; the other
+// routers draw in their own kernels. Launched as a programmatic dependent, so that the experts' GEMVs after it can
+// load their weights while it runs.
 __global__ void __launch_bounds__(kUniformWarps * 32) uniform_route_kernel(UniformRouteArgs a) {
   pdl_launch_dependents();
   pdl_wait();
