@@ -15,9 +15,9 @@
 # Env: MODELS, LENS (input lengths), LAYOUTS, BATCHES (comma lists, default the set's), OUTPUT_LEN (64), PHASES
 # ("calibrate accuracy"), RANKS (cpu calibrations, "1 2 4 8"), RECAL=1, CAL_TIMEOUT (s per calibration, 300),
 # CAL_SECONDS (calibrate's own --max-seconds bound), CAL_MODELS (cpu: calibrate's --model arguments, default the
-# set's two models; empty: the built-in grid),
-# LIMIT (570), NAME (carry folder, pa), PACK=1 (pack $OUT for the device tool's 8 files). A profile from an
-# earlier call can come back in .devcarry/$NAME/profiles/.
+# set's two models; empty: the built-in grid), REPEATS (bench runs a case, the median kept), LIMIT (570), NAME
+# (carry folder, pa), PACK=1 (pack $OUT for the device tool's 8 files). A profile from an earlier call can come
+# back in .devcarry/$NAME/profiles/.
 # .devcarry/$NAME/bin.tar.xz: bin/ (build-cuda, stripped: switchyard) and lib/ (the shared libraries it needs, flat).
 # Results in $OUT: h200.json or cpu-rW.json (profiles), calibrate-*.txt, <set>/ (results.json, table.md, logs/,
 # bench/), <set>.txt (the script's output), merged-<set>/.
@@ -64,7 +64,8 @@ accuracy() {
   local budget=$(( $(left) - 15 )) merged=""
   python3 bench/plan_accuracy.py --switchyard $B --set "$set" "${prof[@]}" --out "$OUT/$set" --budget "$budget" \
     ${MODELS:+--models "$MODELS"} ${LENS:+--input-len "$LENS"} ${LAYOUTS:+--layouts "$LAYOUTS"} \
-    ${BATCHES:+--batches "$BATCHES"} ${OUTPUT_LEN:+--output-len "$OUTPUT_LEN"} > "$OUT/$set.txt" 2>&1
+    ${BATCHES:+--batches "$BATCHES"} ${OUTPUT_LEN:+--output-len "$OUTPUT_LEN"} ${REPEATS:+--repeats "$REPEATS"} \
+    > "$OUT/$set.txt" 2>&1
   echo "plan_accuracy $set rc=$? at ${SECONDS}s"
   if [ -s "$OUT/$set/results.json" ]; then
     cp "$OUT/$set/results.json" "$ST/results/$set-$(date +%H%M%S).json"

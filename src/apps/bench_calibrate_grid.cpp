@@ -320,6 +320,11 @@ std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vecto
     for (const CalibPoint& p : generic_linears(cpu ? int64_t{16} << 20 : int64_t{256} << 20)) linears.push_back(p);
   }
   add_row_series(op("linear", 25), linears, kRows);
+  // One single-row product of 1 GB of weights on a CPU (the first series, so no budget skips it): no cache holds
+  // it, so it gives the rate a rank streams weights from memory at (MachineProfile::stream_bytes_per_s), which
+  // the planner holds a step's ops to once the ranks' weights together pass the caches. A model's own shapes may
+  // all fit in a large last-level cache (the medium test model's LM head is 65 MB) and time hot.
+  if (cpu) g.back().series.insert(g.back().series.begin(), {CalibPoint{1, 131072, 4096}});
 
   PointSet routers;
   for (const ModelShapes* m : models) routers.add({m->n_experts, m->hidden});

@@ -16,6 +16,7 @@
 #include "apps/launch.h"
 #include "base/check.h"
 #include "base/log.h"
+#include "parallel/comm_trace.h"
 #include "parallel/rank_groups.h"
 #include "runtime/engine.h"
 
@@ -38,6 +39,7 @@ struct BenchOptions {
   int64_t block_size = 16;
   int64_t warmup_prompts = 0;  // --warmup-prompts: prompts in each untimed prefill pass; 0: the batch
   std::string json;
+  std::string comm_trace;  // --comm-trace: each rank's collectives of the timed steps to PREFIX.b<B>.rank<R>.json
   LayoutFlags layout;
 };
 
@@ -258,10 +260,21 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   const PhaseTimes phases = be.take_phase_times();
   const double sampling = engine.sampling_ms() - sampling0;
   be.set_profiling(false);
+  const bool tracing = world != nullptr && !o.comm_trace.empty();
+  comm_trace::take();
+  comm_trace::enable(tracing);
   while (static_cast<int64_t>(eager_ms.size() + step_ms.size()) < decode_steps) {
+    comm_trace::set_step(static_cast<int64_t>(step_ms.size()));
     const auto s0 = BenchClock::now();
     decode_step();
     step_ms.push_back(ms_since(s0));
+  }
+  comm_trace::enable(false);
+  if (tracing) {
+    const std::string path = fmt::format("{}.b{}.rank{}.json", o.comm_trace, B, world->rank());
+    std::ofstream f(path);
+    f << comm_trace::to_json(comm_trace::take(), world->rank(), step_ms) << "\n";
+    SY_CHECK(f.good(), "bench latency: cannot write the collective trace {}", path);
   }
   for (int64_t id : ids) engine.abort(id);
   SY_CHECK(!eager_ms.empty(), "no decode steps ran; use --output-len of at least 2");
@@ -554,6 +567,11 @@ CommandMain add_bench_latency_command(CLI::App& bench, Launch& launch) {
                   "batch's prompts fill many steps of --max-batch-tokens")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--json", o->json, "also write the results as JSON to this file");
+  cmd->add_option("--comm-trace", o->comm_trace,
+                  "with several ranks: each rank writes the collectives of the timed decode steps (group, call "
+                  "number, bytes, enter and exit times) to PREFIX.b<batch>.rank<R>.json; bench/comm_trace.py "
+                  "splits them into waiting for the last rank and the transfer (MPI ranks; NCCL's calls return "
+                  "once enqueued, so their times say little)");
   add_layout_flags(cmd, o->layout);
   return [o, &launch] { return run_bench_latency(*o, launch); };
 }

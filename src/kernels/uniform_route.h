@@ -51,14 +51,15 @@ SY_ROUTE_HD inline uint64_t route_term(float logit, int64_t e) {
 }
 
 // The picks from a token's hash h: ids[0..top_k), each a draw uniform over the experts not yet chosen (rejection:
-// a draw equal to an earlier choice is drawn again). The modulo's bias is below 2^-55.
+// a draw equal to an earlier choice is drawn again). A draw maps the hash's high 32 bits onto [0, n_experts) by a
+// multiply and a shift (a 64-bit modulo is a long serial division on a GPU lane); its bias is below n / 2^32.
 SY_ROUTE_HD inline void route_picks(uint64_t h, int64_t n_experts, int64_t top_k, int32_t* ids) {
   for (int64_t j = 0; j < top_k; ++j) {
     int32_t e = 0;
     bool taken = true;
     while (taken) {
       h = route_mix(h + 0x9E3779B97F4A7C15ull);
-      e = static_cast<int32_t>(h % static_cast<uint64_t>(n_experts));
+      e = static_cast<int32_t>(((h >> 32) * static_cast<uint64_t>(n_experts)) >> 32);
       taken = false;
       for (int64_t i = 0; i < j; ++i) taken = taken || ids[i] == e;
     }

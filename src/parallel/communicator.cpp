@@ -29,21 +29,38 @@ void check_blocks(std::span<const int64_t> counts, std::span<const int64_t> disp
   }
 }
 
+int64_t bytes_of(int64_t count, DType dtype) { return count * static_cast<int64_t>(dtype_size(dtype)); }
+
 }  // namespace
+
+template <class Call>
+void Communicator::traced(comm_trace::Op op, int64_t bytes, Call&& call) {
+  // Collectives are numbered apart from point-to-point calls, which differ between ranks (a stage sends, the
+  // next receives): the k-th collective is the same call on every member.
+  const bool p2p = op == comm_trace::Op::send || op == comm_trace::Op::recv;
+  const int64_t seq = p2p ? p2p_calls_++ : calls_++;
+  if (!comm_trace::enabled()) return call();
+  comm_trace::Event e{.group = trace_key_, .seq = seq, .op = op, .size = size(), .bytes = bytes};
+  e.enter_ns = comm_trace::now_ns();
+  call();
+  e.exit_ns = comm_trace::now_ns();
+  comm_trace::record(e);
+}
 
 void Communicator::all_reduce_sum(float* data, int64_t count) {
   check_count(count, "all_reduce_sum");
-  all_reduce_sum_impl(data, count);
+  traced(comm_trace::Op::all_reduce, bytes_of(count, DType::f32), [&] { all_reduce_sum_impl(data, count); });
 }
 
 void Communicator::all_gather(const void* send, void* recv, int64_t count, DType dtype) {
   check_count(count, "all_gather");
-  all_gather_impl(send, recv, count, dtype);
+  traced(comm_trace::Op::all_gather, bytes_of(count, dtype), [&] { all_gather_impl(send, recv, count, dtype); });
 }
 
 void Communicator::reduce_scatter_sum(const float* send, float* recv, int64_t count) {
   check_count(count, "reduce_scatter_sum");
-  reduce_scatter_sum_impl(send, recv, count);
+  traced(comm_trace::Op::reduce_scatter, bytes_of(count * size(), DType::f32),
+         [&] { reduce_scatter_sum_impl(send, recv, count); });
 }
 
 void Communicator::all_to_all_v(const void* send, std::span<const int64_t> send_counts,
@@ -51,7 +68,10 @@ void Communicator::all_to_all_v(const void* send, std::span<const int64_t> send_
                                 std::span<const int64_t> recv_displs, DType dtype) {
   check_blocks(send_counts, send_displs, size(), "all_to_all_v", "send");
   check_blocks(recv_counts, recv_displs, size(), "all_to_all_v", "recv");
-  all_to_all_v_impl(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype);
+  int64_t sent = 0;
+  for (int64_t c : send_counts) sent += c;
+  traced(comm_trace::Op::all_to_all_v, bytes_of(sent, dtype),
+         [&] { all_to_all_v_impl(send, send_counts, send_displs, recv, recv_counts, recv_displs, dtype); });
 }
 
 void Communicator::send(const void* data, int64_t count, DType dtype, int dest, int tag) {
@@ -59,7 +79,7 @@ void Communicator::send(const void* data, int64_t count, DType dtype, int dest, 
   check_peer(dest, size(), "send", "destination");
   SY_CHECK(dest != rank(), "send: rank {} sends to itself, which would block forever", dest);
   SY_CHECK(tag >= 0, "send: tag {} is negative", tag);
-  send_impl(data, count, dtype, dest, tag);
+  traced(comm_trace::Op::send, bytes_of(count, dtype), [&] { send_impl(data, count, dtype, dest, tag); });
 }
 
 void Communicator::recv(void* data, int64_t count, DType dtype, int source, int tag) {
@@ -67,16 +87,18 @@ void Communicator::recv(void* data, int64_t count, DType dtype, int source, int 
   check_peer(source, size(), "recv", "source");
   SY_CHECK(source != rank(), "recv: rank {} receives from itself, which would block forever", source);
   SY_CHECK(tag >= 0, "recv: tag {} is negative", tag);
-  recv_impl(data, count, dtype, source, tag);
+  traced(comm_trace::Op::recv, bytes_of(count, dtype), [&] { recv_impl(data, count, dtype, source, tag); });
 }
 
 void Communicator::broadcast(void* data, int64_t count, DType dtype, int root) {
   check_count(count, "broadcast");
   check_peer(root, size(), "broadcast", "root");
-  broadcast_impl(data, count, dtype, root);
+  traced(comm_trace::Op::broadcast, bytes_of(count, dtype), [&] { broadcast_impl(data, count, dtype, root); });
 }
 
-void Communicator::barrier() { barrier_impl(); }
+void Communicator::barrier() {
+  traced(comm_trace::Op::barrier, 0, [&] { barrier_impl(); });
+}
 
 std::unique_ptr<Communicator> Communicator::split(std::span<const int> members) {
   SY_CHECK(!members.empty(), "split: the member list is empty");

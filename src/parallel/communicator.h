@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "parallel/comm_trace.h"
 #include "parallel/mapping.h"
 
 namespace sy {
@@ -66,6 +67,18 @@ class Communicator {
   virtual void broadcast_impl(void* data, int64_t count, DType dtype, int root) = 0;
   virtual void barrier_impl() = 0;
   virtual std::unique_ptr<Communicator> split_impl(std::span<const int> members) = 0;
+
+  // The group's name in comm_trace's records, equal on every member (the MPI communicator hashes its
+  // members' world ranks); 0 for a group of one.
+  uint64_t trace_key_ = 0;
+
+ private:
+  // Runs one call, numbered on this group, and records it while comm_trace is on.
+  template <class Call>
+  void traced(comm_trace::Op op, int64_t bytes, Call&& call);
+
+  int64_t calls_ = 0;      // collectives made on this group
+  int64_t p2p_calls_ = 0;  // sends and receives
 };
 
 std::unique_ptr<Communicator> make_single_rank_communicator();

@@ -5,6 +5,8 @@
 
 #include <climits>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "base/check.h"
@@ -67,6 +69,7 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    if (size_ > 1) trace_key_ = members_key();
   }
   ~MpiCommunicator() override {
     int finalized = 1;
@@ -146,6 +149,27 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // A hash of the members' world ranks in this group's rank order and of how many groups of the same members
+  // this process made before (the world and a tp group of every rank share members): the same on every member,
+  // since members create their groups in the same order (Communicator::split).
+  uint64_t members_key() const {
+    MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    check(MPI_Comm_group(comm_, &mine), "MPI_Comm_group");
+    check(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
+    std::vector<int> ranks(static_cast<size_t>(size_)), world_ranks(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) ranks[static_cast<size_t>(r)] = r;
+    const int translated = MPI_Group_translate_ranks(mine, size_, ranks.data(), world, world_ranks.data());
+    MPI_Group_free(&mine);
+    MPI_Group_free(&world);
+    check(translated, "MPI_Group_translate_ranks");
+    uint64_t key = 1469598103934665603ull;
+    for (int r : world_ranks) key = (key ^ uint64_t(r + 1)) * 1099511628211ull;
+    static std::mutex mutex;
+    static std::map<uint64_t, uint64_t> made;  // groups made so far, by members
+    const std::lock_guard lock(mutex);
+    return (key ^ (made[key]++ + 1) * 0x9E3779B97F4A7C15ull) * 1099511628211ull;
+  }
+
   // Errors name the world rank: the one mpirun prints and a user can find.
   static void check(int status, std::string_view call) { check_mpi_status(status, call, world_rank_or_unknown()); }
 

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <vector>
 
 #include "base/check.h"
 #include "planner/perf.h"
@@ -140,13 +143,16 @@ class Ops {
             },
             busy_, &bytes));
   }
-  void moe(Ph ph, int64_t tokens, int64_t top_k, int64_t n_experts, int64_t hidden, int64_t inter, double touched) {
-    if (tokens <= 0 || n_experts <= 0) return;
-    add(ph, 1,
+  void moe(Ph ph, int64_t tokens, int64_t top_k, int64_t n_experts, int64_t hidden, int64_t inter, double touched,
+           double times = 1) {
+    if (tokens <= 0 || n_experts <= 0 || times <= 0) return;
+    const double before = bytes;
+    add(ph, times,
         op_time(
             p_, "moe_experts", {"tokens", "top_k", "n_experts", "hidden", "inter", "touched"},
             {d(tokens), d(top_k), d(n_experts), d(hidden), d(inter), touched}, {"tokens"},
             [&](const DimView& v) { return w_.moe(v); }, busy_, &bytes));
+    bytes += (times - 1) * (bytes - before);  // op_time counted one call's
   }
   void gqa_attention(int64_t seqs, int64_t q_len, int64_t context, int64_t heads, int64_t kv_heads, int64_t head_dim) {
     if (seqs <= 0) return;
@@ -351,7 +357,7 @@ void moe_ops(Ops& o, const ModelDesc& s, const ParallelSizes& z, const RankStep&
   // The tokens the busiest edp replica's experts serve: its dp replicas' (each at most the busiest's T), no more
   // than the micro-batch holds.
   const double replica_tokens = std::min(d(T) * z.dp / z.edp, d(r.micro_tokens));
-  const double pairs = busiest(replica_tokens * d(K), z.ep);  // each etp rank of an ep rank gets them all
+  const ExpertLoad load = busiest_expert_rank(replica_tokens, K, m.n_experts, z.ep);  // each etp rank: them all
   const double n_send = d(own * K * z.etp);
   const int stage = z.stage_size();
   o.collective("all_to_all_v", stage, stage, 8.0);  // the counts
@@ -360,8 +366,13 @@ void moe_ops(Ops& o, const ModelDesc& s, const ParallelSizes& z, const RankStep&
   o.rows_op(combine, "gather_rows", "rows", static_cast<int64_t>(n_send), {"dim"}, {H}, 8);
   const double share = o.busy_share();
   o.busy(r.experts_share);
-  o.moe(experts, static_cast<int64_t>(std::ceil(pairs)), 1, local_e, H, li,
-        touched(d(local_e), d(K), d(m.n_experts), replica_tokens));
+  // The busiest rank's pairs and distinct experts (at batch 1 it reads ~2 experts where the mean rank reads
+  // 0.5), at least the mean rank's; a fractional count of pairs as the weighted mean of its two neighbours.
+  const double busy_touched = std::max(touched(d(local_e), d(K), d(m.n_experts), replica_tokens), load.touched);
+  const double lo = std::floor(load.pairs), frac = load.pairs - lo;
+  const auto lo_pairs = static_cast<int64_t>(lo);
+  o.moe(experts, lo_pairs, 1, local_e, H, li, std::min(lo, busy_touched), 1.0 - frac);
+  o.moe(experts, lo_pairs + 1, 1, local_e, H, li, std::min(lo + 1, busy_touched), frac);
   o.busy(share);
   o.collective("all_to_all_v", stage, stage, n_send * d(H) * 4);
   o.rows_op(combine, "scatter_add_rows", "rows", static_cast<int64_t>(n_send), {"dim"}, {H}, 12);
@@ -526,6 +537,54 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
 }
 
 }  // namespace
+
+ExpertLoad busiest_expert_rank(double tokens, int64_t top_k, int64_t n_experts, int ep) {
+  const int64_t local = n_experts / std::max(ep, 1);
+  const auto t = static_cast<int64_t>(std::llround(tokens));
+  if (t <= 0 || local <= 0) return {};
+  if (ep <= 1 || t * top_k > 512) {
+    const double pairs = busiest(tokens * d(top_k), ep);
+    return {.pairs = pairs, .touched = std::min(d(local), d(local) * (1.0 - std::pow(1.0 - 1.0 / d(local), pairs)))};
+  }
+  constexpr int kTrials = 2000;
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  const auto next = [&state](uint64_t bound) {  // splitmix64, mapped onto [0, bound)
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<int64_t>(((z >> 32) * bound) >> 32);
+  };
+  std::vector<int64_t> ids(static_cast<size_t>(n_experts));
+  std::vector<int> hits(static_cast<size_t>(n_experts)), pairs(static_cast<size_t>(ep)),
+      distinct(static_cast<size_t>(ep));
+  double sum_pairs = 0, sum_touched = 0;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    std::fill(hits.begin(), hits.end(), 0);
+    for (int64_t tok = 0; tok < t; ++tok) {
+      std::iota(ids.begin(), ids.end(), int64_t{0});
+      for (int64_t j = 0; j < top_k; ++j) {  // a partial Fisher-Yates shuffle: top_k distinct experts
+        const int64_t pick = j + next(static_cast<uint64_t>(n_experts - j));
+        std::swap(ids[static_cast<size_t>(j)], ids[static_cast<size_t>(pick)]);
+        ++hits[static_cast<size_t>(ids[static_cast<size_t>(j)])];
+      }
+    }
+    std::fill(pairs.begin(), pairs.end(), 0);
+    std::fill(distinct.begin(), distinct.end(), 0);
+    for (int64_t e = 0; e < local * ep; ++e) {
+      const auto r = static_cast<size_t>(e / local);
+      pairs[r] += hits[static_cast<size_t>(e)];
+      distinct[r] += hits[static_cast<size_t>(e)] > 0 ? 1 : 0;
+    }
+    size_t top = 0;
+    for (size_t r = 1; r < pairs.size(); ++r) {
+      if (distinct[r] > distinct[top] || (distinct[r] == distinct[top] && pairs[r] > pairs[top])) top = r;
+    }
+    sum_pairs += pairs[top];
+    sum_touched += distinct[top];
+  }
+  return {.pairs = sum_pairs / kTrials, .touched = sum_touched / kTrials};
+}
 
 StepPrediction predict_decode(const CostInputs& in, int64_t batch, int64_t context) {
   StepPrediction p = predict(in, batch, 1, context, true);

@@ -2,10 +2,12 @@
 // rank 0 is refused, and split gives a group of one.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <vector>
 
 #include "base/check.h"
+#include "parallel/comm_trace.h"
 #include "parallel/communicator.h"
 
 namespace sy {
@@ -80,6 +82,47 @@ TEST(SingleRankCommunicator, SplitGivesAGroupOfOne) {
   for (Axis a : kAxes) EXPECT_EQ(split_axis(*comm, single, a)->size(), 1);
   const Mapping tp2(ParallelSizes{.tp = 2, .etp = 2, .dense_tp = 2});
   EXPECT_THROW(split_axis(*comm, tp2, Axis::tp), Error);
+}
+
+// The collective trace: off, nothing is recorded but every call still takes its number on the group (so that
+// the numbers agree across ranks whenever tracing starts); on, each call is one event with its bytes, its number
+// and enter <= exit; take() empties the record.
+TEST(CommTrace, RecordsCallsWithTheirNumberOnTheGroup) {
+  auto comm = make_single_rank_communicator();
+  comm_trace::take();
+  std::vector<float> data = iota_floats(5, 1.f);
+  comm->all_reduce_sum(data.data(), 5);  // call 0, not traced
+  EXPECT_TRUE(comm_trace::take().empty());
+  comm_trace::enable(true);
+  comm_trace::set_step(7);
+  comm->all_reduce_sum(data.data(), 5);  // call 1
+  std::vector<float> gathered(5);
+  comm->all_gather(data.data(), gathered.data(), 5, DType::f32);  // call 2
+  comm->barrier();                                                // call 3
+  comm_trace::enable(false);
+  comm->barrier();  // call 4, not traced
+  const std::vector<comm_trace::Event> events = comm_trace::take();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].op, comm_trace::Op::all_reduce);
+  EXPECT_EQ(events[0].seq, 1);
+  EXPECT_EQ(events[0].bytes, 20);
+  EXPECT_EQ(events[1].op, comm_trace::Op::all_gather);
+  EXPECT_EQ(events[1].seq, 2);
+  EXPECT_EQ(events[2].op, comm_trace::Op::barrier);
+  EXPECT_EQ(events[2].seq, 3);
+  for (const auto& e : events) {
+    EXPECT_EQ(e.group, 0u);  // a group of one has no key
+    EXPECT_EQ(e.size, 1);
+    EXPECT_EQ(e.step, 7);
+    EXPECT_LE(e.enter_ns, e.exit_ns);
+  }
+  EXPECT_TRUE(comm_trace::take().empty());
+  const nlohmann::json j = nlohmann::json::parse(comm_trace::to_json(events, 3, {1.5, 2.5}));
+  EXPECT_EQ(j["world_rank"], 3);
+  EXPECT_EQ(j["steps"], 2);
+  ASSERT_EQ(j["events"].size(), 3u);
+  EXPECT_EQ(j["events"][1][2], "all_gather");
+  EXPECT_EQ(j["events"][1][1], 2);
 }
 
 }  // namespace

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/check.h"
 #include "common/mpi_test_main.h"
+#include "parallel/comm_trace.h"
 #include "parallel/mpi_communicator.h"
 
 namespace sy {
@@ -126,6 +128,39 @@ TEST(MpiCommunicator, SendRecvAroundTheRing) {
     comm.send(out.data(), 5, DType::f32, next, 3);
   }
   for (int i = 0; i < 5; ++i) EXPECT_EQ(in[i], float(prev * 10 + i));
+}
+
+// The collective trace names a group by its members' world ranks: every member records the same key (non-zero)
+// and the same number for the same call, which is what bench/comm_trace.py matches on; a group of other members
+// gets another key.
+TEST(MpiCommunicator, TracedCallsCarryTheSameGroupKeyAndNumberOnEveryRank) {
+  Communicator& comm = *g_world;
+  std::vector<int> first_two = {0, 1};
+  std::unique_ptr<Communicator> pair;
+  if (comm.rank() < 2) pair = comm.split(first_two);
+  comm_trace::take();
+  comm_trace::enable(true);
+  float x = 1.f;
+  comm.all_reduce_sum(&x, 1);
+  if (pair) pair->all_reduce_sum(&x, 1);
+  comm_trace::enable(false);
+  const std::vector<comm_trace::Event> events = comm_trace::take();
+  ASSERT_EQ(events.size(), pair ? 2u : 1u);
+  const comm_trace::Event& e = events[0];
+  EXPECT_NE(e.group, 0u);
+  EXPECT_EQ(e.size, comm.size());
+  // Every rank's (key, number) of the world call, gathered as 32-bit words: all equal.
+  const int32_t mine[3] = {static_cast<int32_t>(e.group & 0xffffffffu), static_cast<int32_t>(e.group >> 32),
+                           static_cast<int32_t>(e.seq)};
+  std::vector<int32_t> all(3 * static_cast<size_t>(comm.size()));
+  comm.all_gather(mine, all.data(), 3, DType::i32);
+  for (int r = 0; r < comm.size(); ++r) {
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(all[3 * r + i], mine[i]) << "rank " << r << " word " << i;
+  }
+  if (pair) {
+    EXPECT_NE(events[1].group, e.group);
+    EXPECT_EQ(events[1].size, 2);
+  }
 }
 
 TEST(MpiCommunicator, RecvOfFewerElementsThanExpectedIsAnError) {

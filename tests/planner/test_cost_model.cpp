@@ -11,6 +11,7 @@
 #include <string>
 
 #include "base/check.h"
+#include "planner/cost_model.h"
 #include "planner/planner.h"
 #include "planner/profile.h"
 #include "planner_test_util.h"
@@ -286,9 +287,11 @@ double experts_phase_on_two(const LayoutRequest& request, int64_t want_edp) {
 constexpr double kQwen3ExpertBytes = 3.0 * 2048 * 768 * 2 * 48;
 
 // Under attention DP a batch smaller than the replicas leaves some idle: one sequence over dp 2 × ep 2 is one token
-// for the experts of both ranks (each holds 64 of the 128), which touch 64 · (1 − (1 − 8/128)^1) = 4 of theirs, not
-// the 7.75 two tokens (one a replica) would. With the experts replicated instead (dp 2, edp 2), each replica serves
-// its own dp replica's tokens: the busiest one's single token touches its 8 of 128, not the 4.06 half a token would.
+// for the experts of both ranks (each holds 64 of the 128), not the two tokens one a replica would make. The step
+// waits for the busier rank: of the token's 8 experts X fall on one rank (hypergeometric: 8 drawn of 128, 64 of
+// them that rank's) and 8 − X on the other, so it reads E[max(X, 8 − X)] = 5.0 experts' weights (the planner's
+// 2,000 fixed draws: within 2%), not the mean rank's 4. With the experts replicated instead (dp 2, edp 2), each
+// replica serves its own dp replica's tokens: the busiest one's single token touches its 8 of 128.
 TEST(CostModel, ExpertsServeTheTokensTheirReplicasHold) {
   LayoutRequest dp_ep, dp_edp;
   dp_ep.set(Axis::dp, 2);
@@ -296,7 +299,15 @@ TEST(CostModel, ExpertsServeTheTokensTheirReplicasHold) {
   dp_edp.set(Axis::dp, 2);
   dp_edp.set(Axis::edp, 2);
   const double b = kQwen3ExpertBytes / 1e11;
-  EXPECT_NEAR(experts_phase_on_two(dp_ep, 1), 4 * b, 0.01 * 4 * b);
+  double busier = 0;
+  for (int x = 0; x <= 8; ++x) {
+    const double ways = std::exp(std::lgamma(65.0) - std::lgamma(x + 1.0) - std::lgamma(65.0 - x) + std::lgamma(65.0) -
+                                 std::lgamma(9.0 - x) - std::lgamma(57.0 + x) - std::lgamma(129.0) + std::lgamma(9.0) +
+                                 std::lgamma(121.0));
+    busier += std::max(x, 8 - x) * ways;
+  }
+  ASSERT_NEAR(busier, 5.0, 0.1);
+  EXPECT_NEAR(experts_phase_on_two(dp_ep, 1), busier * b, 0.02 * busier * b);
   EXPECT_NEAR(experts_phase_on_two(dp_edp, 2), 8 * b, 0.01 * 8 * b);
 }
 
@@ -447,6 +458,29 @@ TEST(CostModel, LogitsCrossTheHostAsTheExecutorCopiesThem) {
               3 * (copy + 2e-6) + embedding(64) + step_fixed, 1e-7);
   EXPECT_NEAR(predict_layout(t, check_layout(t, dp2)).decode_batch.phase_seconds[8],
               (0.5 * copy + 2e-6) + (copy + 2e-6) + embedding(32) + step_fixed, 1e-7);
+}
+
+// The busiest expert rank at a handful of pairs, against exact expectations. One token routing to 2 of 8 experts
+// on 4 ranks of 2: the second pick lands on the first's rank with probability 1/7, so the busiest rank holds
+// 1 + 1/7 pairs and as many distinct experts (the simulation's 2,000 draws: standard error 0.008). One token
+// routing to 1 of 8: exactly one pair, one expert. Many pairs: every local expert touched.
+TEST(CostModel, TheBusiestExpertRankMatchesExactExpectations) {
+  const ExpertLoad two = busiest_expert_rank(1, 2, 8, 4);
+  EXPECT_NEAR(two.pairs, 8.0 / 7.0, 0.035);
+  EXPECT_NEAR(two.touched, 8.0 / 7.0, 0.035);
+  const ExpertLoad one = busiest_expert_rank(1, 1, 8, 4);
+  EXPECT_DOUBLE_EQ(one.pairs, 1.0);
+  EXPECT_DOUBLE_EQ(one.touched, 1.0);
+  // 4 tokens × 4 of 32 experts on 8 ranks of 4 (the medium config's ep8 at batch 4): at most 4 distinct experts
+  // a rank, at least the mean rank's 16/8 pairs.
+  const ExpertLoad four = busiest_expert_rank(4, 4, 32, 8);
+  EXPECT_GT(four.pairs, 2.0);
+  EXPECT_LE(four.touched, 4.0);
+  EXPECT_GE(four.pairs, four.touched);
+  const ExpertLoad many = busiest_expert_rank(1024, 8, 64, 8);  // 8,192 pairs: past the simulation
+  EXPECT_NEAR(many.touched, 8.0, 1e-9);
+  EXPECT_GT(many.pairs, 8192.0 / 8);
+  EXPECT_EQ(busiest_expert_rank(0, 8, 64, 8).pairs, 0.0);
 }
 
 }  // namespace
