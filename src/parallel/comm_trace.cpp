@@ -17,14 +17,22 @@ std::vector<Event> g_events;
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::all_reduce: return "all_reduce";
-    case Op::all_gather: return "all_gather";
-    case Op::reduce_scatter: return "reduce_scatter";
-    case Op::all_to_all_v: return "all_to_all_v";
-    case Op::send: return "send";
-    case Op::recv: return "recv";
-    case Op::broadcast: return "broadcast";
-    case Op::barrier: return "barrier";
+    case Op::all_reduce:
+      return "all_reduce";
+    case Op::all_gather:
+      return "all_gather";
+    case Op::reduce_scatter:
+      return "reduce_scatter";
+    case Op::all_to_all_v:
+      return "all_to_all_v";
+    case Op::send:
+      return "send";
+    case Op::recv:
+      return "recv";
+    case Op::broadcast:
+      return "broadcast";
+    case Op::barrier:
+      return "barrier";
   }
   return "unknown";
 }
@@ -57,10 +65,8 @@ std::string to_json(const std::vector<Event>& events, int world_rank, const std:
   for (const Event& e : events) {
     rows.push_back({e.group, e.seq, op_name(e.op), e.size, e.bytes, e.enter_ns, e.exit_ns, e.step});
   }
-  return nlohmann::json{{"world_rank", world_rank},
-                        {"steps", step_ms.size()},
-                        {"step_ms", step_ms},
-                        {"events", std::move(rows)}}
+  return nlohmann::json{
+      {"world_rank", world_rank}, {"steps", step_ms.size()}, {"step_ms", step_ms}, {"events", std::move(rows)}}
       .dump();
 }
 
