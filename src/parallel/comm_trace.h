@@ -16,7 +16,7 @@ enum class Op : uint8_t { all_reduce, all_gather, reduce_scatter, all_to_all_v, 
 const char* op_name(Op op);
 
 struct Event {
-  uint64_t group = 0;  // the group's key (its members' world ranks, hashed); 0: a group of one
+  uint64_t group = 0;  // the group's key (its members' world ranks and creation order, hashed); 0: a group of one
   int64_t seq = 0;     // the call's number on its group from its creation (collectives; sends and receives apart)
   Op op = Op::barrier;
   int size = 1;          // the group's ranks

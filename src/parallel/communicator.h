@@ -69,7 +69,7 @@ class Communicator {
   virtual std::unique_ptr<Communicator> split_impl(std::span<const int> members) = 0;
 
   // The group's name in comm_trace's records, equal on every member (the MPI communicator hashes its
-  // members' world ranks); 0 for a group of one.
+  // members' world ranks and how many groups of those members came before); 0 for a group of one.
   uint64_t trace_key_ = 0;
 
  private:

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <numeric>
+#include <map>
+#include <mutex>
+#include <random>
+#include <tuple>
 #include <vector>
 
 #include "base/check.h"
@@ -538,35 +541,28 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
 
 }  // namespace
 
-ExpertLoad busiest_expert_rank(double tokens, int64_t top_k, int64_t n_experts, int ep) {
-  const int64_t local = n_experts / std::max(ep, 1);
-  const auto t = static_cast<int64_t>(std::llround(tokens));
-  if (t <= 0 || local <= 0) return {};
-  if (ep <= 1 || t * top_k > 512) {
-    const double pairs = busiest(tokens * d(top_k), ep);
-    return {.pairs = pairs, .touched = std::min(d(local), d(local) * (1.0 - std::pow(1.0 - 1.0 / d(local), pairs)))};
-  }
+namespace {
+
+// The simulation of busiest_expert_rank for t tokens.
+ExpertLoad simulate_expert_ranks(int64_t t, int64_t top_k, int64_t n_experts, int ep, int64_t local) {
   constexpr int kTrials = 2000;
-  uint64_t state = 0x9E3779B97F4A7C15ull;
-  const auto next = [&state](uint64_t bound) {  // splitmix64, mapped onto [0, bound)
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<int64_t>(((z >> 32) * bound) >> 32);
-  };
-  std::vector<int64_t> ids(static_cast<size_t>(n_experts));
+  std::mt19937_64 rng(0x243F6A8885A308D3ull);  // fixed seed: the same plan every run
+  const auto draw = [&rng](uint64_t bound) { return static_cast<int64_t>(((rng() >> 32) * bound) >> 32); };
+  std::vector<int64_t> picks(static_cast<size_t>(top_k));
   std::vector<int> hits(static_cast<size_t>(n_experts)), pairs(static_cast<size_t>(ep)),
       distinct(static_cast<size_t>(ep));
   double sum_pairs = 0, sum_touched = 0;
   for (int trial = 0; trial < kTrials; ++trial) {
     std::fill(hits.begin(), hits.end(), 0);
     for (int64_t tok = 0; tok < t; ++tok) {
-      std::iota(ids.begin(), ids.end(), int64_t{0});
-      for (int64_t j = 0; j < top_k; ++j) {  // a partial Fisher-Yates shuffle: top_k distinct experts
-        const int64_t pick = j + next(static_cast<uint64_t>(n_experts - j));
-        std::swap(ids[static_cast<size_t>(j)], ids[static_cast<size_t>(pick)]);
-        ++hits[static_cast<size_t>(ids[static_cast<size_t>(j)])];
+      // top_k distinct experts: a draw equal to one of the token's earlier picks is drawn again
+      for (int64_t j = 0; j < top_k; ++j) {
+        int64_t e = draw(static_cast<uint64_t>(n_experts));
+        while (std::find(picks.begin(), picks.begin() + j, e) != picks.begin() + j) {
+          e = draw(static_cast<uint64_t>(n_experts));
+        }
+        picks[static_cast<size_t>(j)] = e;
+        ++hits[static_cast<size_t>(e)];
       }
     }
     std::fill(pairs.begin(), pairs.end(), 0);
@@ -584,6 +580,29 @@ ExpertLoad busiest_expert_rank(double tokens, int64_t top_k, int64_t n_experts, 
     sum_touched += distinct[top];
   }
   return {.pairs = sum_pairs / kTrials, .touched = sum_touched / kTrials};
+}
+
+}  // namespace
+
+ExpertLoad busiest_expert_rank(double tokens, int64_t top_k, int64_t n_experts, int ep) {
+  const int64_t local = n_experts / std::max(ep, 1);
+  const auto t = static_cast<int64_t>(std::llround(tokens));
+  if (t <= 0 || local <= 0) return {};
+  if (ep <= 1 || t * top_k > 512) {
+    const double pairs = busiest(tokens * d(top_k), ep);
+    return {.pairs = pairs, .touched = std::min(d(local), d(local) * (1.0 - std::pow(1.0 - 1.0 / d(local), pairs)))};
+  }
+  // A plan asks for the same few shapes for every stage, layer kind and layout: each is simulated once.
+  static std::mutex mutex;
+  static std::map<std::tuple<int64_t, int64_t, int64_t, int>, ExpertLoad> done;
+  const auto key = std::make_tuple(t, top_k, n_experts, ep);
+  {
+    const std::lock_guard lock(mutex);
+    if (const auto it = done.find(key); it != done.end()) return it->second;
+  }
+  const ExpertLoad load = simulate_expert_ranks(t, top_k, n_experts, ep, local);
+  const std::lock_guard lock(mutex);
+  return done.emplace(key, load).first->second;
 }
 
 StepPrediction predict_decode(const CostInputs& in, int64_t batch, int64_t context) {
