@@ -129,7 +129,7 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
         p.machine.cpu_threads == 1 ? "" : "s", W, W == 1 ? "" : "s",
         o.quick ? "quick" : (o.models.empty() ? "full" : "the models'"), bound, timing.repeats, timing.batch_us / 1e3,
         timing.graphs ? ", replayed as one captured graph where the op allows" : "",
-        cpu && W > 1 ? "; all ranks at once (the slowest kept), then rank 0 alone" : "");
+        cpu && W > 1 ? "; all ranks at once (the slowest kept; the median for the cold ops), then rank 0 alone" : "");
     std::fflush(stdout);
   }
 

@@ -13,6 +13,8 @@ namespace {
 
 // Rows, tokens or m of a step: decode batches up to prefill chunks.
 const std::vector<int64_t> kRows = {1, 2, 4, 8, 10, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+// The rows the cold ops (weights read from memory each call) are timed at: a decode step's, per rank.
+const std::vector<int64_t> kColdRows = {1, 4, 16, 64};
 // Tokens of context per sequence, and the decode batches attention is timed at.
 const std::vector<int64_t> kContexts = {128, 512, 1024, 2048, 4096, 8192, 16384};
 const std::vector<int64_t> kDecodeSeqs = {1, 2, 4, 8, 10, 16, 32, 64, 128, 256};
@@ -333,6 +335,12 @@ std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vecto
   std::vector<CalibPoint> experts = expert_sets(models);
   if (cpu && generic) experts.push_back({8, 64, 1024, 512});  // between the bundled model and Qwen3's hidden 2048
   add_row_series(op("moe_experts", 20), experts, kRows);
+  // A CPU's products and experts again with their weights read from memory each call, at a decode step's rows (the
+  // planner takes these for a step whose ranks' weights pass the caches, up to the rows timed here).
+  if (cpu) {
+    add_row_series(op("linear_cold", 8), model_linears(models), kColdRows);
+    add_row_series(op("moe_experts_cold", 6), experts, kColdRows);
+  }
 
   const std::vector<CalibPoint> heads = gqa_heads(models);
   add_attention_series(op("paged_attention", 18), heads, kDecodeSeqs, kPrefillSeqs, kContexts);

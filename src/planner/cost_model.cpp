@@ -64,15 +64,32 @@ struct Busy {
   double stream = 0;  // bytes/s a rank streams beyond the caches at this share; 0: no such floor
 };
 
-// One op's time, from the profile's table when it has one, else from its work at the profile's rates; between the
-// profile's single-rank and all-ranks timings by `busy.share`; at least its bytes at `busy.stream` bytes/s when
-// that is set. Adds the op's bytes to *bytes.
-double op_time(const MachineProfile& p, const std::string& op, const std::vector<std::string>& names,
+// The table an op is timed from: in a step beyond the caches (a streaming floor set) its "_cold" table (timed
+// reading its weights from memory, bench calibrate's linear_cold and moe_experts_cold) when that holds a point
+// of at least the query's rows (vary's first dim), else its own (timed hot).
+std::string timed_op(const MachineProfile& p, const std::string& op, const DimView& q,
+                     const std::vector<std::string>& vary, const Busy& busy) {
+  if (busy.stream <= 0 || vary.empty()) return op;
+  const auto it = p.ops.find(op + "_cold");
+  if (it == p.ops.end()) return op;
+  const int rows = it->second.dim(vary.front());
+  if (rows < 0) return op;
+  for (const auto& pt : it->second.points) {
+    if (pt[static_cast<size_t>(rows)] >= q[vary.front()]) return it->first;
+  }
+  return op;
+}
+
+// One op's time, from the profile's table when it has one (timed_op: its cold table in a step beyond the caches),
+// else from its work at the profile's rates; between the profile's single-rank and all-ranks timings by
+// `busy.share`; at least its bytes at `busy.stream` bytes/s when that is set. Adds the op's bytes to *bytes.
+double op_time(const MachineProfile& p, const std::string& op_in, const std::vector<std::string>& names,
                const std::vector<double>& values, const std::vector<std::string>& vary, const WorkFn& work,
                const Busy& busy, double* bytes) {
   const DimView q{&names, values.data()};
   const OpWork w = work(q);
   *bytes += w.bytes;
+  const std::string op = timed_op(p, op_in, q, vary, busy);
   double s = p.has_op(op) ? p.op_seconds(op, q, vary, work) : p.work_seconds(w);
   if (busy.share < 1 && p.has_op_alone(op)) {
     const double alone = p.op_seconds(op, q, vary, work, true);
@@ -485,9 +502,11 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
                .share = share_of(stages_busy * z.tp * replicas_busy),
                .experts_share = share_of(stages_busy * z.etp * expert_ranks_busy)};
     first = r.layers_end;
-    // The ranks' bytes together beyond a CPU's caches: the ops stream from memory.
+    // The bytes of the ranks at work together beyond a CPU's caches: the ops stream from memory. Attention replicas
+    // without a sequence read nothing (one sequence under dp 8: one rank's weights, not eight ranks').
+    const double ranks_reading = std::min(d(z.world_size()), d(z.pp) * d(z.tp) * replicas_busy);
     const bool stream =
-        in.profile->stream_bytes_per_s > 0 && stage_ops(in, r, false).bytes * d(z.world_size()) > kCpuCacheBytes;
+        in.profile->stream_bytes_per_s > 0 && stage_ops(in, r, false).bytes * ranks_reading > kCpuCacheBytes;
     Ops o = stage_ops(in, r, stream);
     o.add_skew();
     const double send = z.pp > 1 ? pp_send_seconds(in, r.tokens) : 0.0;

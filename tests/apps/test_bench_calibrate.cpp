@@ -223,6 +223,26 @@ TEST(BenchCalibrate, AModelsGridHoldsItsShapesOnly) {
     const int64_t inter = p[4].get<int64_t>();
     EXPECT_TRUE(inter == 320 || inter == 160 || inter == 80) << p.dump();
   }
+  // The cold tables (weights read from memory each call): the model's own shapes at a decode step's rows, no
+  // streaming point.
+  for (const char* cold : {"linear_cold", "moe_experts_cold"}) {
+    std::vector<nlohmann::json> points;
+    if (j["ops"].contains(cold)) {
+      for (const auto& p : j["ops"][cold]["points"]) points.push_back(p);
+    }
+    for (const auto& s : j["skipped"]) {
+      if (s["op"] == cold) points.push_back(s["point"]);
+    }
+    ASSERT_FALSE(points.empty()) << cold;
+    for (const auto& p : points) {
+      EXPECT_LE(p[0].get<int64_t>(), 64) << cold << " " << p.dump();
+      if (std::string(cold) == "linear_cold") {
+        EXPECT_LE(p[1].get<int64_t>() * p[2].get<int64_t>(), 4096 * 256) << p.dump();
+      } else {
+        EXPECT_EQ(p[3], 256) << p.dump();
+      }
+    }
+  }
   fs::remove(out);
 }
 

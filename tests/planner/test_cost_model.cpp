@@ -272,6 +272,41 @@ TEST(CostModel, CpuStepsBeyondTheCachesStreamTheirWeights) {
   EXPECT_LT(a, 1.01 * bytes / stream);
 }
 
+// A CPU step beyond the caches takes the products' cold table (bench calibrate's linear_cold: each call reading its
+// weights from memory) where that holds the step's rows: with cold products at 5× their work (slower than the 2×
+// of the streaming rate) one sequence's attention products cost 5× their work, i.e. 5 · bytes / 1e11 (the fixed
+// 0.5 µs a call, the KV of 16 tokens and the row-wise ops add well under 2%). A batch of 32 rows per product is
+// beyond the cold table's 16: the hot table and the streaming floor as before, no cold rate.
+TEST(CostModel, CpuStepsBeyondTheCachesTakeTheColdTables) {
+  json j = profile_json(json::object());
+  j["machine"]["device"] = "cpu";
+  j["rates"]["copy_gb_s"] = 100.0;
+  j["rates"]["matrix_tflop_s"] = 1e6;
+  json hot = json::array(), cold = json::array();
+  hot.push_back({1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6});
+  for (double m : {1.0, 16.0, 256.0}) hot.push_back({m, 4096, 2048, 0.25 * f32_work(m, 4096, 2048) * 1e6});
+  for (double m : {1.0, 16.0}) cold.push_back({m, 4096, 2048, 5.0 * f32_work(m, 4096, 2048) * 1e6});
+  j["ops"] = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", hot}}},
+              {"linear_cold", {{"dims", {"m", "n", "k"}}, {"points", cold}}}};
+  const MachineProfile with_cold = parse_profile(j.dump(), "cpu.json");
+
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
+  t.decode_context = 16;
+  t.decode_batch = 32;
+  LayoutRequest one;
+  one.set(Axis::tp, 1);
+  t.profiles = {with_cold};
+  const LayoutPrediction p = predict_layout(t, check_layout(t, one));
+  t.profiles = {cpu_profile(true)};
+  const LayoutPrediction hot_only = predict_layout(t, check_layout(t, one));
+  const double bytes = (4096.0 + 2 * 512 + 4096.0) * 2048 * 4 * 48;
+  const double a = p.decode_one.phase_seconds[0];
+  EXPECT_GT(a, 5 * bytes / 1e11);
+  EXPECT_LT(a, 1.02 * 5 * bytes / 1e11);
+  EXPECT_DOUBLE_EQ(p.decode_batch.phase_seconds[0], hot_only.decode_batch.phase_seconds[0]);
+  EXPECT_LT(hot_only.decode_one.phase_seconds[0], 0.5 * a);
+}
+
 // Qwen3-30B-A3B on two ranks of an h200 under `request`, by the work-only profile: the experts phase of one
 // sequence's decode step, and one expert's bf16 matrices over the 48 layers in bytes.
 double experts_phase_on_two(const LayoutRequest& request, int64_t want_edp) {
@@ -344,6 +379,26 @@ TEST(CostModel, CpuStepsWithinTheCachesKeepTheirTimedRates) {
   const double without = predict_layout(t, check_layout(t, one)).decode_one.eager_seconds;
   EXPECT_GT(with, 0.0);
   EXPECT_DOUBLE_EQ(with, without);
+}
+
+// Attention replicas without a sequence read no weights: the bundled model under dp 8 × ep 8 at one sequence reads
+// one rank's weights (a few MB of f32, within the caches), so the step keeps its timed rates as on one rank; at 64
+// sequences every replica reads its copy (eight ranks' weights, beyond the 64 MB the model takes for a CPU's
+// caches) and the streaming rate holds it back.
+TEST(CostModel, IdleReplicasLeaveTheCachesToTheBusyOnes) {
+  PlanTarget t = test::target_for(std::filesystem::path(SY_SOURCE_DIR) / "models" / "pydoc-moe", "h200", 8);
+  t.decode_context = 16;
+  t.decode_batch = 64;
+  LayoutRequest dp_ep;
+  dp_ep.set(Axis::dp, 8);
+  dp_ep.set(Axis::ep, 8);
+  t.profiles = {cpu_profile(true)};
+  ASSERT_GT(t.profiles[0].stream_bytes_per_s, 0.0);
+  const LayoutPrediction with = predict_layout(t, check_layout(t, dp_ep));
+  t.profiles = {cpu_profile(false)};
+  const LayoutPrediction without = predict_layout(t, check_layout(t, dp_ep));
+  EXPECT_DOUBLE_EQ(with.decode_one.eager_seconds, without.decode_one.eager_seconds);
+  EXPECT_GT(with.decode_batch.eager_seconds, 1.1 * without.decode_batch.eager_seconds);
 }
 
 // CPU ranks share the host: a profile of two ranks whose products ran twice their work with both ranks at them
