@@ -155,10 +155,15 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
     p.machine.transport = c.transport;
     if (report) std::printf("calibrate: collectives over %s, %.1f s\n", c.transport.c_str(), ms_since(t0) / 1e3);
     if (cpu) {
-      p.step.skew = time_skew(*world, *be, o.quick);
+      std::vector<std::vector<double>> rounds;
+      p.step.skew = time_skew(*world, *be, o.quick, &rounds);
       if (report) {
-        std::printf("calibrate: skew");
-        for (const auto& [us, f] : p.step.skew) std::printf(" %.0f us +%.1f%%", us, 100 * f);
+        std::printf("calibrate: skew (the median of each size's rounds)");
+        for (size_t i = 0; i < p.step.skew.size(); ++i) {
+          std::printf(" %.0f us +%.1f%% [", p.step.skew[i].first, 100 * p.step.skew[i].second);
+          for (size_t r = 0; r < rounds[i].size(); ++r) std::printf("%s%.1f", r == 0 ? "" : " ", 100 * rounds[i][r]);
+          std::printf("]");
+        }
         std::printf("\n");
       }
     }

@@ -157,7 +157,11 @@ CollectivesResult time_collectives(const CollectivesRun& run);
 
 // StepSection::skew at segments of about 100 µs, 1 ms and 10 ms of memory-bound work (quick: one of 300 µs), all
 // ranks at once. Collective over `world` (bench_calibrate_comm.cpp).
-std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& be, bool quick);
+// Rounds of the skew's measurement at each size (the median kept); `rounds` (may be null) gets every round's
+// fraction, size by size.
+constexpr int kSkewRounds = 5;
+std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& be, bool quick,
+                                                 std::vector<std::vector<double>>* rounds = nullptr);
 
 // The largest of every rank's `us` (each rank's own timing of the same work), on every rank. Collective.
 double slowest_rank(Communicator& world, double us);

@@ -99,7 +99,8 @@ double slowest_rank(Communicator& world, double us) {
   return *std::max_element(all.begin(), all.end());
 }
 
-std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& be, bool quick) {
+std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& be, bool quick,
+                                                 std::vector<std::vector<double>>* rounds) {
   // The work of a segment: y += x over a buffer beyond the L2, called `calls` times; a call's time is taken as
   // the segments run, every rank at once (the slowest rank's mean), since one rank timing alone while the others
   // poll in a collective is no measure of it.
@@ -118,18 +119,32 @@ std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& b
   segment(3);
   const double one_us = slowest_rank(world, mean_us(20, [&] { segment(1); }));
   std::vector<std::pair<double, double>> out;
+  // Each size measured in kSkewRounds rounds, the median round kept: the rounds' fractions spread from 0 to +47%
+  // on a host whose steps showed none of it (the eighth round, docs/perf-notes.md item 27), the machine's speed
+  // moving between a round's unsynced and synced halves.
+  const int n_rounds = quick ? 1 : kSkewRounds;
   for (const double target : quick ? std::vector<double>{300} : std::vector<double>{100, 1000, 10000}) {
     const int calls = std::max(1, static_cast<int>(std::lround(target / std::max(one_us, 1.0))));
     const int iters = std::clamp(static_cast<int>(200000 / target), 10, 200);
-    // Every rank's own segments (all at work at once, as in a step), the slowest rank's mean kept; the
-    // barrier alone; then segments each closed by a barrier, as a step's collectives close them.
-    const double slowest = slowest_rank(world, mean_us(iters, [&] { segment(calls); }));
-    const double barrier = mean_us(iters, [&] { world.barrier(); });
-    const double synced = mean_us(iters, [&] {
-      segment(calls);
-      world.barrier();
-    });
-    out.emplace_back(slowest, std::max(0.0, (synced - barrier - slowest) / slowest));
+    std::vector<std::pair<double, double>> by_round;  // (fraction, segment µs)
+    for (int r = 0; r < n_rounds; ++r) {
+      // Every rank's own segments (all at work at once, as in a step), the slowest rank's mean kept; the
+      // barrier alone; then segments each closed by a barrier, as a step's collectives close them.
+      const double slowest = slowest_rank(world, mean_us(iters, [&] { segment(calls); }));
+      const double barrier = mean_us(iters, [&] { world.barrier(); });
+      const double synced = mean_us(iters, [&] {
+        segment(calls);
+        world.barrier();
+      });
+      by_round.emplace_back(std::max(0.0, (synced - barrier - slowest) / slowest), slowest);
+    }
+    if (rounds != nullptr) {
+      rounds->emplace_back();
+      for (const auto& [f, us] : by_round) rounds->back().push_back(f);
+    }
+    std::sort(by_round.begin(), by_round.end());
+    const auto& [f, us] = by_round[by_round.size() / 2];
+    out.emplace_back(us, f);
   }
   return out;
 }

@@ -1,7 +1,8 @@
 // The benchmarks on two CPU ranks, each started by one command that re-runs itself under mpirun (mpi tier):
 // `bench latency` with a layout runs the engine on every rank and rank 0 alone prints one table whose
 // communication column is positive (and zero on one rank); `bench comm` prints every row with positive
-// times and bandwidths; `bench calibrate` writes every collective at group size 2 and every op's single-rank time.
+// times and bandwidths; `bench calibrate` writes every collective at group size 2, every op's single-rank
+// time and the skew.
 #include <gtest/gtest.h>
 
 #include "apps/bench_output.h"
@@ -155,6 +156,12 @@ TEST(BenchCalibrateMpi, TwoRanksWriteEveryCollective) {
       EXPECT_GT(p[2].get<double>(), 0.0) << kind << ": " << p.dump();
     }
   }
+  // The skew: one size when quick, kept as [segment µs, fraction] and printed with its rounds' fractions.
+  ASSERT_TRUE(j["step"].contains("skew")) << j["step"].dump();
+  ASSERT_EQ(j["step"]["skew"].size(), 1u) << j["step"].dump();
+  EXPECT_GT(j["step"]["skew"][0][0].get<double>(), 0.0);
+  EXPECT_GE(j["step"]["skew"][0][1].get<double>(), 0.0);
+  EXPECT_NE(r.out.find("calibrate: skew (the median of each size's rounds) "), std::string::npos) << r.out;
   fs::remove(out);
 }
 
