@@ -57,7 +57,8 @@ struct MachineProfile {
   // largest single-row product of the profile (weights far beyond any cache); 0 when there is none. The ops were
   // timed calling one operand over and over, so a small one stays in the caches; in a step whose weights are
   // beyond the caches each layer reads its own from memory, and the cost model holds every op to its bytes at
-  // this rate (cost_model.cpp).
+  // this rate, and takes the products and experts from their "_cold" tables (timed reading their weights from
+  // memory) where those hold the step's rows (cost_model.cpp).
   double stream_bytes_per_s = 0;
   // CPU profiles of several ranks: the same rates when rank 0 works alone while the others wait in a collective
   // (from the tables of "ops_alone"); 0 without them.
