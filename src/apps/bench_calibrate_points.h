@@ -123,7 +123,7 @@ using PrepareFn = Prepared (*)(PointMemory&, Backend&, const CalibPoint&);
 
 struct OpEntry {
   OpSpec spec;
-  PrepareFn prepare;
+  PrepareFn prepare = nullptr;
 };
 
 // Every op of the profile: its name (the Backend method's), its dims, and how a point is set up.
