@@ -119,9 +119,9 @@ std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& b
   segment(3);
   const double one_us = slowest_rank(world, mean_us(20, [&] { segment(1); }));
   std::vector<std::pair<double, double>> out;
-  // Each size measured in kSkewRounds rounds, the median round kept: the rounds' fractions spread from 0 to +47%
-  // on a host whose steps showed none of it (the eighth round, docs/perf-notes.md item 27), the machine's speed
-  // moving between a round's unsynced and synced halves.
+  // Each size measured in kSkewRounds rounds, the median round kept: single rounds measured +23-47% on a host whose
+  // steps showed none of that waiting (the eighth round, docs/perf-notes.md item 27), as if the machine's speed
+  // moved between a round's unsynced and synced halves.
   const int n_rounds = quick ? 1 : kSkewRounds;
   for (const double target : quick ? std::vector<double>{300} : std::vector<double>{100, 1000, 10000}) {
     const int calls = std::max(1, static_cast<int>(std::lround(target / std::max(one_us, 1.0))));
