@@ -165,5 +165,7 @@ std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& b
 
 // The largest of every rank's `us` (each rank's own timing of the same work), on every rank. Collective.
 double slowest_rank(Communicator& world, double us);
+// The median of every rank's `us` (the upper one of an even count), on every rank. Collective.
+double median_rank(Communicator& world, double us);
 
 }  // namespace sy

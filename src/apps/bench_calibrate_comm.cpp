@@ -92,11 +92,23 @@ CollectivesResult time_collectives(const CollectivesRun& run) {
   return result;
 }
 
-double slowest_rank(Communicator& world, double us) {
+namespace {
+
+// Every rank's `us`, sorted, on every rank. Collective.
+std::vector<float> every_rank(Communicator& world, double us) {
   const auto mine = static_cast<float>(us);
   std::vector<float> all(static_cast<size_t>(world.size()));
   world.all_gather(&mine, all.data(), 1, DType::f32);
-  return *std::max_element(all.begin(), all.end());
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+}  // namespace
+
+double slowest_rank(Communicator& world, double us) { return every_rank(world, us).back(); }
+double median_rank(Communicator& world, double us) {
+  const std::vector<float> all = every_rank(world, us);
+  return all[all.size() / 2];
 }
 
 std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& be, bool quick,

@@ -123,19 +123,13 @@ struct Lockstep {
   void start() const {
     if (world != nullptr) world->barrier();
   }
-  double slowest(double us) const { return world == nullptr ? us : slowest_rank(*world, us); }
-  // The median rank's time: the cold ops' (each rank's memory traffic bursts at the barrier's start, so the
-  // slowest of W ranks reading cold weights at once is far slower than the step's ranks, which drift apart; the
-  // planner's skew term is where waiting for the slowest belongs).
-  double median_rank(double us) const {
+  // The slowest rank's time; the cold ops' the median rank's (each rank's memory traffic bursts at the barrier's
+  // start, so the slowest of W ranks reading cold weights at once is far slower than the step's ranks, which drift
+  // apart; the planner's skew term is where waiting for the slowest belongs).
+  double of_ranks(bool cold, double us) const {
     if (world == nullptr) return us;
-    const auto mine = static_cast<float>(us);
-    std::vector<float> all(static_cast<size_t>(world->size()));
-    world->all_gather(&mine, all.data(), 1, DType::f32);
-    std::sort(all.begin(), all.end());
-    return all[all.size() / 2];
+    return cold ? median_rank(*world, us) : slowest_rank(*world, us);
   }
-  double of_ranks(bool cold, double us) const { return cold ? median_rank(us) : slowest(us); }
   // Rank 0 times the point again while the others wait at the barrier, as the idle ranks of a step wait in a
   // collective (a pipeline's other stages at batch 1, attention replicas without a sequence); 0 on the other
   // ranks, without a communicator, or when that second timing fails.

@@ -72,23 +72,20 @@ PagedBatch paged_batch(PointMemory& mem, int64_t seqs, int64_t q_len, int64_t co
   return b;
 }
 
-Prepared prepare_linear(PointMemory& mem, Backend& be, const CalibPoint& d) {
+// cold: each call reads the next copy of the weights (PointMemory::cold_weights), else the same one.
+Prepared prepare_linear_at(PointMemory& mem, Backend& be, const CalibPoint& d, bool cold) {
   const int64_t m = d[0], n = d[1], k = d[2];
   const float* x = mem.random(m * k);
-  const void* w = mem.weights(n * k, 0.02f, "w");
+  const WeightCopies w = cold ? mem.cold_weights(n * k, "w")
+                              : WeightCopies{.base = static_cast<const char*>(mem.weights(n * k, 0.02f, "w"))};
   float* y = mem.floats(m * n);
-  return {.issue = [&be, x, w, y, m, n, k] { be.linear(x, w, nullptr, y, m, n, k); }};
+  return {.issue = [&be, x, w, y, m, n, k, i = size_t{0}]() mutable { be.linear(x, w.at(i++), nullptr, y, m, n, k); }};
 }
-
-// linear with its weights read from memory: each call the next copy (PointMemory::cold_weights).
+Prepared prepare_linear(PointMemory& mem, Backend& be, const CalibPoint& d) {
+  return prepare_linear_at(mem, be, d, false);
+}
 Prepared prepare_linear_cold(PointMemory& mem, Backend& be, const CalibPoint& d) {
-  const int64_t m = d[0], n = d[1], k = d[2];
-  const float* x = mem.random(m * k);
-  const std::vector<const void*> w = mem.cold_weights(n * k, "w");
-  float* y = mem.floats(m * n);
-  return {.issue = [&be, x, w, y, m, n, k,
-                    i = size_t{0}]() mutable { be.linear(x, w[i++ % w.size()], nullptr, y, m, n, k); },
-          .capturable = false};
+  return prepare_linear_at(mem, be, d, true);
 }
 
 Prepared prepare_linear_f32(PointMemory& mem, Backend& be, const CalibPoint& d) {
@@ -134,13 +131,13 @@ Prepared prepare_moe(PointMemory& mem, Backend& be, const CalibPoint& d, bool co
   if (!cold) {
     return {.issue = [&be, a] { be.moe_experts(a); }, .capturable = be.moe_experts_async(a), .recorded = recorded};
   }
-  const std::vector<const void*> copies = mem.cold_weights(E * 3 * I * H, "experts");
+  const WeightCopies copies = mem.cold_weights(E * 3 * I * H, "experts");
   const size_t gate_up_bytes = static_cast<size_t>(E * 2 * I * H) * dtype_size(be.weight_dtype());
   return {.issue =
               [&be, a, copies, gate_up_bytes, i = size_t{0}]() mutable {
                 MoeExpertsArgs c = a;
-                c.gate_up = copies[i % copies.size()];
-                c.down = static_cast<const char*>(copies[i++ % copies.size()]) + gate_up_bytes;
+                c.gate_up = copies.at(i);
+                c.down = static_cast<const char*>(copies.at(i++)) + gate_up_bytes;
                 be.moe_experts(c);
               },
           .capturable = false,
@@ -377,17 +374,15 @@ Prepared prepare_copy_to_device(PointMemory& mem, Backend& be, const CalibPoint&
 
 }  // namespace
 
-std::vector<const void*> ColdPool::copies(Backend& be, size_t bytes, std::mt19937_64& rng) {
+WeightCopies ColdPool::copies(Backend& be, size_t bytes, std::mt19937_64& rng) {
   const size_t stride = (bytes + 4095) / 4096 * 4096;
-  if (2 * stride > kColdPoolBytes) return {};
+  if (2 * stride > kColdPoolBytes) return {.count = 0};
   if (!buf_) {
     buf_ = be.alloc(kColdPoolBytes);
     fill_random_weights(be, buf_->data(), static_cast<int64_t>(kColdPoolBytes / dtype_size(be.weight_dtype())), rng(),
                         0.02f);
   }
-  std::vector<const void*> v;
-  for (size_t off = 0; off + stride <= kColdPoolBytes; off += stride) v.push_back(buf_->as<char>() + off);
-  return v;
+  return {.base = buf_->as<char>(), .stride = stride, .count = kColdPoolBytes / stride};
 }
 
 const std::vector<OpEntry>& op_entries() {

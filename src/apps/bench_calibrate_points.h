@@ -31,11 +31,19 @@ using SeriesWeights = std::map<std::string, std::unique_ptr<DeviceBuffer>>;
 // decode step's layers each read their own weights once (the other ops call one operand over and over, hot).
 constexpr size_t kColdPoolBytes = size_t{256} << 20;
 
+// Copies of one op's weights side by side: call i reads copy i mod count, at base + (i mod count) · stride.
+struct WeightCopies {
+  const char* base = nullptr;
+  size_t stride = 0;
+  size_t count = 1;
+  const void* at(size_t i) const { return base + (i % count) * stride; }
+};
+
 class ColdPool {
  public:
-  // Offsets of copies of `bytes` each, page-aligned and side by side; empty when two copies do not fit (weights
-  // that large pass the caches by themselves).
-  std::vector<const void*> copies(Backend& be, size_t bytes, std::mt19937_64& rng);
+  // As many page-aligned copies of `bytes` as the pool holds; count 0 when it holds fewer than two (weights that
+  // large pass the caches by themselves).
+  WeightCopies copies(Backend& be, size_t bytes, std::mt19937_64& rng);
 
  private:
   std::unique_ptr<DeviceBuffer> buf_;
@@ -70,10 +78,9 @@ class PointMemory {
   }
   // Copies of `n` weights for a cold op to rotate through (ColdPool); one (the series' own, as weights(n, ..,
   // key)) when they are too large for the pool to hold two.
-  std::vector<const void*> cold_weights(int64_t n, const std::string& key) {
-    std::vector<const void*> v = cold_.copies(be_, weight_bytes(n), rng_);
-    if (v.empty()) v.push_back(weights(n, 0.02f, key));
-    return v;
+  WeightCopies cold_weights(int64_t n, const std::string& key) {
+    const WeightCopies c = cold_.copies(be_, weight_bytes(n), rng_);
+    return c.count > 0 ? c : WeightCopies{.base = static_cast<const char*>(weights(n, 0.02f, key))};
   }
   int32_t* ints(const std::vector<int32_t>& host) {
     DeviceBuffer* buf = take(std::max<size_t>(host.size(), 1) * sizeof(int32_t));

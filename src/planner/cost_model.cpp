@@ -558,10 +558,6 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // The simulation of busiest_expert_rank for t tokens.
 ExpertLoad simulate_expert_ranks(int64_t t, int64_t top_k, int64_t n_experts, int ep, int64_t local) {
   constexpr int kTrials = 2000;
