@@ -80,15 +80,16 @@ std::string host_name() {
   return host;
 }
 
-// The rate of the linear point with the most FLOPs (the largest product of the grid); 0 when none was timed.
-double largest_linear_rate(const std::vector<MeasuredOp>& ops) {
-  double best_flops = 0, rate = 0;
+// The best rate any timed linear point reached (FLOP/s); 0 when none was timed. Not the largest product's: that
+// can be the single row streaming 1 GB (calibration_grid), whose rate is the memory's.
+double best_linear_rate(const std::vector<MeasuredOp>& ops) {
+  double rate = 0;
   for (const MeasuredOp& t : ops) {
     if (t.op != "linear") continue;
     for (const TimedPoint& p : t.points) {
       const double flops =
           2.0 * static_cast<double>(p.dims[0]) * static_cast<double>(p.dims[1]) * static_cast<double>(p.dims[2]);
-      if (flops > best_flops && p.us > 0) best_flops = flops, rate = flops / (p.us * 1e-6);
+      if (p.us > 0) rate = std::max(rate, flops / (p.us * 1e-6));
     }
   }
   return rate;
@@ -144,7 +145,7 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
                     .log = report,
                     .lockstep = cpu && world != nullptr && W > 1 ? world : nullptr},
                    calibration_grid(be->device(), o.quick, described_models(o)), p.skipped);
-  p.matrix_tflop_s = largest_linear_rate(p.ops);
+  p.matrix_tflop_s = best_linear_rate(p.ops);
   if (p.matrix_tflop_s <= 0) p.matrix_tflop_s = time_matrix_rate(*be, timing);
   p.matrix_tflop_s /= 1e12;
   if (world != nullptr && W > 1) {

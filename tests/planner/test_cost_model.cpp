@@ -103,16 +103,22 @@ TEST(Profile, RefusesMalformedFilesNamingTheKey) {
   }
 }
 
-// Points that equal c times the work model give c times the work model anywhere: the lookup only carries the
-// measured-over-work ratio.
+// Points that equal c times the work model give c times the work model between and below them: the lookup only
+// carries the measured-over-work ratio. Beyond the largest point the work past it runs at the better of that
+// ratio and the profile's rates: c · W(256) + min(c, 1) · (W(m) - W(256)).
 TEST(Profile, LookupScalesByWorkBetweenAndBeyondPoints) {
-  json pts = json::array();
-  for (double m : {1.0, 16.0, 256.0}) pts.push_back({m, 2048, 2048, 1.5 * linear_work(m, 2048, 2048) * 1e6});
-  const MachineProfile p =
-      parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(), "p.json");
-  for (double m : {1.0, 3.0, 16.0, 100.0, 4096.0}) {
+  for (const double c : {1.5, 0.5}) {
+    json pts = json::array();
+    for (double m : {1.0, 16.0, 256.0}) pts.push_back({m, 2048, 2048, c * linear_work(m, 2048, 2048) * 1e6});
+    const MachineProfile p =
+        parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(), "p.json");
     for (double nk : {512.0, 2048.0, 8192.0}) {
-      EXPECT_NEAR(lookup(p, m, nk, nk), 1.5 * linear_work(m, nk, nk), 1e-9 * linear_work(m, nk, nk));
+      for (double m : {1.0, 3.0, 16.0, 100.0, 256.0}) {
+        EXPECT_NEAR(lookup(p, m, nk, nk), c * linear_work(m, nk, nk), 1e-9 * linear_work(m, nk, nk));
+      }
+      const double last = linear_work(256, nk, nk), beyond = linear_work(4096, nk, nk);
+      const double want = c * last + std::min(c, 1.0) * (beyond - last);
+      EXPECT_NEAR(lookup(p, 4096, nk, nk), want, 1e-9 * want) << "c " << c << " nk " << nk;
     }
   }
 }
@@ -124,7 +130,9 @@ TEST(Profile, LookupInterpolatesLogLog) {
   const MachineProfile p =
       parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(), "p.json");
   EXPECT_NEAR(lookup(p, 4, 4096, 4096), 2.0 * linear_work(4, 4096, 4096), 1e-12);
-  EXPECT_NEAR(lookup(p, 64, 4096, 4096), 4.0 * linear_work(64, 4096, 4096), 1e-12);  // constant ratio beyond
+  // Beyond m = 16: that point's time, and the work past it at the profile's rates (not 4 times them).
+  const double w16 = linear_work(16, 4096, 4096), w64 = linear_work(64, 4096, 4096);
+  EXPECT_NEAR(lookup(p, 64, 4096, 4096), 4.0 * w16 + (w64 - w16), 1e-12);
 }
 
 // The nearest measured shape in the other dims gives the ratio.
@@ -151,6 +159,18 @@ TEST(Profile, LookupPrefersAShapeMeasuredOverTheQuerysRows) {
       parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(), "p.json");
   EXPECT_NEAR(lookup(p, 1, 30000, 1024), linear_work(1, 30000, 1024), 1e-12);
   EXPECT_NEAR(lookup(p, 64, 30000, 1024), 3.0 * linear_work(64, 30000, 1024), 1e-12);
+}
+
+// The matrix rate is the best any linear point reached, at least the file's: the largest product can be the single
+// row streaming 1 GB, at the memory's rate (8 CPU ranks: 0.007 TFLOP/s written, 0.034 reached at [512, 384, 1024]).
+TEST(Profile, MatrixRateIsTheBestLinearPointsRate) {
+  json j = profile_json(
+      {{"linear", {{"dims", {"m", "n", "k"}}, {"points", {{1, 131072, 4096, 152100.0}, {512, 384, 1024, 11760.0}}}}}});
+  j["machine"]["device"] = "cpu";
+  j["rates"]["matrix_tflop_s"] = 0.007058;
+  EXPECT_NEAR(parse_profile(j.dump(), "cpu.json").matrix_flops_per_s, 2.0 * 512 * 384 * 1024 / 11760e-6, 1.0);
+  j["rates"]["matrix_tflop_s"] = 0.5;  // a file's rate above every point's stays
+  EXPECT_DOUBLE_EQ(parse_profile(j.dump(), "cpu.json").matrix_flops_per_s, 0.5e12);
 }
 
 // A CPU profile's streaming rate is its largest single-row product's, when that reads more than 512 MB of weights
