@@ -410,6 +410,9 @@ def badness(case):
 def rank_agreement(cases):
     """Per (set, model, input length, batch) with two or more measured layouts: their order by
     measured decode tok/s and by predicted; pairs in the wrong order (ties: within 5 % measured).
+    A wrong pair whose layouts' bench runs overlap (a run of the slower layout's decode step as
+    fast as one of the faster's) is also listed in wrong_within_runs: the runs themselves put
+    that pair both ways.
     """
     groups = {}
     for c in cases:
@@ -420,22 +423,26 @@ def rank_agreement(cases):
         if not m or not p:
             continue
         key = (c["set"], c["model"], c["input_len"], c["batch"])
-        groups.setdefault(key, []).append((c["layout"], m, p))
+        runs = (c.get("measured") or {}).get("decode_step_ms_runs") or []
+        groups.setdefault(key, []).append((c["layout"], m, p, runs))
     out = []
     for (set_name, model, input_len, batch), rows in sorted(groups.items()):
         if len(rows) < 2:
             continue
         pairs = ties = 0
-        wrong = []
+        wrong, within_runs = [], []
         for i in range(len(rows)):
             for j in range(i + 1, len(rows)):
-                (a, ma, pa), (b, mb, pb) = rows[i], rows[j]
+                (a, ma, pa, ra), (b, mb, pb, rb) = rows[i], rows[j]
                 pairs += 1
                 if abs(ma - mb) <= TIE * max(ma, mb):
                     ties += 1
                 elif (ma - mb) * (pa - pb) <= 0:
-                    fast, slow = (a, b) if ma > mb else (b, a)
+                    (fast, fast_runs), (slow, slow_runs) = ((a, ra), (b, rb)) if ma > mb else ((b, rb), (a, ra))
                     wrong.append(f"{fast}>{slow}")
+                    # step ms: the slower layout's quickest run at most the faster one's slowest
+                    if fast_runs and slow_runs and min(slow_runs) <= max(fast_runs):
+                        within_runs.append(f"{fast}>{slow}")
         out.append({
             "set": set_name, "model": model, "input_len": input_len, "batch": batch,
             "by_measured": [r[0] for r in sorted(rows, key=lambda r: -r[1])],
@@ -443,6 +450,7 @@ def rank_agreement(cases):
             "measured_tok_s": {r[0]: round(r[1], 2) for r in rows},
             "predicted_tok_s": {r[0]: round(r[2], 2) for r in rows},
             "pairs": pairs, "ties": ties, "wrong": len(wrong), "wrong_pairs": wrong,
+            "wrong_within_runs": within_runs,
         })
     return out
 
@@ -574,7 +582,8 @@ def print_summary(cases, ranks, runs):
     for r in ranks:
         print(f"rank {r['model']} in{r['input_len']} b{r['batch']}: {r['wrong']} wrong of "
               f"{r['pairs']} pairs ({r['ties']} ties){': ' if r['wrong'] else ''}"
-              f"{', '.join(r['wrong_pairs'][:6])}")
+              f"{', '.join(r['wrong_pairs'][:6])}"
+              f"{'; within the runs: ' + str(len(r.get('wrong_within_runs', []))) if r['wrong'] else ''}")
     if measured:
         out = sum(1 for c in measured if c["out_of_tolerance"])
         print(f"{len(measured)} cases measured, {out} outside tolerance; "
