@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "base/check.h"
@@ -114,6 +115,51 @@ int OpTable::dim(const std::string& name) const {
   return -1;
 }
 
+const std::vector<OpShape>& OpTable::shapes(const std::vector<int>& vary) const {
+  static std::mutex mutex;  // lookups may come from several threads; the index is built once
+  const std::lock_guard lock(mutex);
+  if (shapes_points_ != points.size()) {
+    shapes_.clear();
+    shapes_points_ = points.size();
+  }
+  const auto [it, fresh] = shapes_.try_emplace(vary);
+  std::vector<OpShape>& out = it->second;
+  if (!fresh) return out;
+  const size_t n = dims.size();
+  std::vector<bool> shape_dim(n);
+  for (size_t d = 0; d < n; ++d) {
+    shape_dim[d] = !outcome_dim(dims[d]) && std::find(vary.begin(), vary.end(), static_cast<int>(d)) == vary.end();
+  }
+  std::map<std::vector<double>, size_t> index;  // the shape dims' values -> out[i]
+  for (size_t i = 0; i < points.size(); ++i) {
+    const std::vector<double>& p = points[i];
+    std::vector<double> key;
+    for (size_t d = 0; d < n; ++d) {
+      if (shape_dim[d]) key.push_back(p[d]);
+    }
+    const auto [at, first] = index.try_emplace(std::move(key), out.size());
+    if (first) out.push_back({.point = p, .lo = p, .hi = p});
+    OpShape& s = out[at->second];
+    s.members.push_back(i);
+    for (const int v : vary) {
+      const auto d = static_cast<size_t>(v);
+      s.lo[d] = std::min(s.lo[d], p[d]);
+      s.hi[d] = std::max(s.hi[d], p[d]);
+    }
+  }
+  const auto logs = [](const std::vector<double>& v) {
+    std::vector<double> l(v.size());
+    for (size_t d = 0; d < v.size(); ++d) l[d] = lg(v[d] + 1);
+    return l;
+  };
+  for (OpShape& s : out) {
+    s.log_point = logs(s.point);
+    s.log_lo = logs(s.lo);
+    s.log_hi = logs(s.hi);
+  }
+  return out;
+}
+
 double MachineProfile::work_seconds(const OpWork& w) const {
   // On a CPU the ops read memory with every thread of the rank, faster than the single copy `copy_gb_s` times.
   const double bytes_rate = std::max(copy_bytes_per_s, stream_bytes_per_s);
@@ -149,59 +195,32 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
     SY_CHECK(i >= 0, "the profile {} times op '{}' by {}, without '{}'", source, op, fmt::join(t.dims, ", "), v);
     vi.push_back(i);
   }
-  const auto is_shape = [&](size_t d) {
-    return std::find(vi.begin(), vi.end(), static_cast<int>(d)) == vi.end() && !outcome_dim(t.dims[d]);
-  };
-  const auto same_shape_as = [&](const std::vector<double>& a, const std::vector<double>& b) {
-    for (size_t d = 0; d < n; ++d) {
-      if (is_shape(d) && a[d] != b[d]) return false;
-    }
-    return true;
-  };
-  // Each measured shape (the non-varying dims) with the range it was measured over in the varying dims.
-  struct Shape {
-    std::vector<double> point, lo, hi;
-  };
-  std::vector<Shape> shapes;
-  std::map<std::vector<double>, size_t> shape_index;  // the shape dims' values -> shapes[i]
-  for (const auto& p : t.points) {
-    std::vector<double> key;
-    for (size_t d = 0; d < n; ++d) {
-      if (is_shape(d)) key.push_back(p[d]);
-    }
-    const auto [it, fresh] = shape_index.try_emplace(std::move(key), shapes.size());
-    if (fresh) {
-      shapes.push_back({.point = p, .lo = p, .hi = p});
-      continue;
-    }
-    Shape& s = shapes[it->second];
-    for (const int v : vi) {
-      const auto d = static_cast<size_t>(v);
-      s.lo[d] = std::min(s.lo[d], p[d]);
-      s.hi[d] = std::max(s.hi[d], p[d]);
-    }
-  }
   // The measured shape nearest to the query: log distance in the non-varying dims, plus how far the query lies
   // outside the shape's measured range in the varying ones (a shape timed at m = 1 only says nothing of m = 64,
   // where a product turns from reading its weights to computing).
+  const std::vector<OpShape>& shapes = t.shapes(vi);
+  std::vector<double> log_q(n);
+  for (size_t d = 0; d < n; ++d) log_q[d] = lg(q[d] + 1);
+  std::vector<bool> shape_dim(n, true);
+  for (size_t d = 0; d < n; ++d) shape_dim[d] = !outcome_dim(t.dims[d]);
+  for (const int v : vi) shape_dim[static_cast<size_t>(v)] = false;
   double best = std::numeric_limits<double>::infinity();
-  std::vector<double> shape;
-  for (const Shape& s : shapes) {
+  const OpShape* nearest = nullptr;
+  for (const OpShape& s : shapes) {
     double dist = 0;
     for (size_t d = 0; d < n; ++d) {
-      if (is_shape(d)) dist += std::abs(lg(s.point[d] + 1) - lg(q[d] + 1));
+      if (shape_dim[d]) dist += std::abs(s.log_point[d] - log_q[d]);
     }
     for (const int v : vi) {
       const auto d = static_cast<size_t>(v);
-      const double x = lg(q[d] + 1);
-      dist += std::max(0.0, lg(s.lo[d] + 1) - x) + std::max(0.0, x - lg(s.hi[d] + 1));
+      dist += std::max(0.0, s.log_lo[d] - log_q[d]) + std::max(0.0, log_q[d] - s.log_hi[d]);
     }
     if (dist < best) {
       best = dist;
-      shape = s.point;
+      nearest = &s;
     }
   }
-  const auto same_shape = [&](const std::vector<double>& p) { return same_shape_as(p, shape); };
+  SY_CHECK(nearest != nullptr, "the profile {} has no points of op '{}'", source, op);
   // Each point of that shape as log(measured time / predicted work), over the varying dims.
   const auto ratio = [&](const std::vector<double>& p) {
     return lg(p.back() * 1e-6 / work_seconds(work(DimView{&t.dims, p.data()})));
@@ -209,8 +228,9 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
   double log_r = 0;
   if (vi.size() == 1) {
     std::vector<std::pair<double, double>> rows;
-    for (const auto& p : t.points) {
-      if (same_shape(p)) rows.emplace_back(p[static_cast<size_t>(vi[0])], ratio(p));
+    for (const size_t i : nearest->members) {
+      const auto& p = t.points[i];
+      rows.emplace_back(p[static_cast<size_t>(vi[0])], ratio(p));
     }
     const auto s = series(rows);
     const auto a = static_cast<size_t>(vi[0]);
@@ -232,8 +252,9 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
     const auto a = static_cast<size_t>(vi[0]), b = static_cast<size_t>(vi[1]);
     // Interpolate over a within each measured value of b, then over b.
     std::map<double, std::vector<std::pair<double, double>>> by_b;
-    for (const auto& p : t.points) {
-      if (same_shape(p)) by_b[p[b]].emplace_back(p[a], ratio(p));
+    for (const size_t i : nearest->members) {
+      const auto& p = t.points[i];
+      by_b[p[b]].emplace_back(p[a], ratio(p));
     }
     std::vector<std::pair<double, double>> over_b;
     for (const auto& [bv, rows] : by_b) over_b.emplace_back(bv, interp_log(series(rows), q[a]));

@@ -14,11 +14,28 @@
 
 namespace sy {
 
+// One measured shape of a table for a set of varying dims: its points agree in every other dim (but outcome
+// dims such as "touched"). `point` is its first point; lo and hi span its points in the varying dims; the log_
+// vectors hold lg(x + 1) of those (the lookup's distances); members index its points.
+struct OpShape {
+  std::vector<double> point, lo, hi;
+  std::vector<double> log_point, log_lo, log_hi;
+  std::vector<size_t> members;
+};
+
 // One op's measured points: each row holds a value for every dim, then the time in microseconds per call.
 struct OpTable {
   std::vector<std::string> dims;
   std::vector<std::vector<double>> points;
   int dim(const std::string& name) const;  // index of `name`, or -1
+  // The shapes for the varying dims `vary` (indices into dims), in the order of their first points; built on the
+  // first lookup of each set and kept (a plan over many layouts looks up the same few tables thousands of times),
+  // built again when the points have changed in number.
+  const std::vector<OpShape>& shapes(const std::vector<int>& vary) const;
+
+ private:
+  mutable std::map<std::vector<int>, std::vector<OpShape>> shapes_;
+  mutable size_t shapes_points_ = 0;
 };
 
 // A point's dims by name: `names` and `values` side by side (a table row, or a query).

@@ -135,6 +135,21 @@ TEST(Profile, LookupInterpolatesLogLog) {
   EXPECT_NEAR(lookup(p, 64, 4096, 4096), 4.0 * w16 + (w64 - w16), 1e-12);
 }
 
+// The lookup's index of shapes is kept between lookups (a plan makes thousands) and built again when points are
+// added: a second shape added after a lookup is the nearest one for a query at its size.
+TEST(Profile, LookupSeesPointsAddedAfterAnEarlierLookup) {
+  MachineProfile p = parse_profile(
+      profile_json(
+          {{"linear",
+            {{"dims", {"m", "n", "k"}}, {"points", {{1, 1024, 1024, 2.0 * linear_work(1, 1024, 1024) * 1e6}}}}}})
+          .dump(),
+      "p.json");
+  EXPECT_NEAR(lookup(p, 1, 16384, 16384), 2.0 * linear_work(1, 16384, 16384), 1e-12);
+  p.ops.at("linear").points.push_back({1, 16384, 16384, 3.0 * linear_work(1, 16384, 16384) * 1e6});
+  EXPECT_NEAR(lookup(p, 1, 16384, 16384), 3.0 * linear_work(1, 16384, 16384), 1e-12);
+  EXPECT_NEAR(lookup(p, 1, 1024, 1024), 2.0 * linear_work(1, 1024, 1024), 1e-12);
+}
+
 // The nearest measured shape in the other dims gives the ratio.
 TEST(Profile, LookupTakesTheNearestShape) {
   const json pts = {{1, 1024, 1024, 1.0 * linear_work(1, 1024, 1024) * 1e6},
