@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <numbers>
 #include <string>
 
 #include "base/check.h"
@@ -571,6 +572,19 @@ TEST(CostModel, TheBusiestExpertRankMatchesExactExpectations) {
   EXPECT_NEAR(many.touched, 8.0, 1e-9);
   EXPECT_GT(many.pairs, 8192.0 / 8);
   EXPECT_EQ(busiest_expert_rank(0, 8, 64, 8).pairs, 0.0);
+}
+
+// Past 512 pairs the busiest rank comes from a formula (normal loads, the hypergeometric variance of k distinct
+// picks, the expected largest of n normals), which must continue the simulation below it: 64 tokens × 8 of 64
+// experts on 8 ranks is simulated (512 pairs), 65 tokens is not. The simulation's 64 scaled to 65 tokens and the
+// formula's 65 agree within 1.5% (mean + √(2 ln n) spreads gave 5.6% more). Two ranks, 1,024 tokens × 2 of 8:
+// 1,024 + √(2,048 · 1/4 · 6/7) · √2 / √π, the expected larger of two normals being 1/√π of their spread.
+TEST(CostModel, TheBusiestExpertRankPastTheSimulationContinuesIt) {
+  const double simulated = busiest_expert_rank(64, 8, 64, 8).pairs;
+  const double formula = busiest_expert_rank(65, 8, 64, 8).pairs;
+  EXPECT_NEAR(formula, simulated * 65.0 / 64.0, 0.015 * formula) << simulated << " at 64 tokens";
+  const double two = 1024 + std::sqrt(2048 * 0.25 * 6.0 / 7.0) * std::sqrt(2.0) / std::sqrt(std::numbers::pi);
+  EXPECT_NEAR(busiest_expert_rank(1024, 2, 8, 2).pairs, two, 1e-3);
 }
 
 }  // namespace
