@@ -1,0 +1,247 @@
+"""The comparison and the reports of bench/plan_accuracy.py (issue 19): each case's errors and tolerance marks,
+the rank agreement of layouts, table.md and the printed summary. Standard library only."""
+
+import json
+
+PHASES = ["attention", "router", "experts", "combine", "dense", "norms", "communication",
+          "sampling", "other"]
+TIE = 0.05               # measured tok/s within 5 % of each other: a tie in the rank agreement
+WORST_PHASE_CASES = 6    # cases with a per-phase table in table.md
+
+
+def rel_err(pred, meas):
+    if pred is None or meas is None or meas <= 0:
+        return None
+    return (pred - meas) / meas
+
+
+def fmt(x, digits=3):
+    if x is None:
+        return "-"
+    if abs(x) >= 1000:
+        return f"{x:.0f}"
+    if abs(x) >= 100:
+        return f"{x:.1f}"
+    return f"{x:.{digits}f}"
+
+
+def pct(e):
+    return "-" if e is None else f"{100 * e:+.1f}%"
+
+
+# ----------------------------------------------------------------------------------------------
+# comparison
+
+
+def compare(case):
+    """Errors of a case with both a prediction and a measurement; marks those out of tolerance."""
+    pred = case.get("predicted") or {}
+    meas = case.get("measured") or {}
+    dec, pre = pred.get("decode") or {}, pred.get("prefill") or {}
+    err = {
+        "decode": rel_err(dec.get("ms"), meas.get("decode_step_ms")),
+        "decode_eager": rel_err(dec.get("eager_ms"), meas.get("decode_eager_step_ms")),
+        "prefill": rel_err(pre.get("ms"), meas.get("prefill_ms")),
+        "prefill_eager": rel_err(pre.get("eager_ms"), meas.get("prefill_eager_ms")),
+    }
+    case["error"] = err
+    flags = []
+    if err["decode"] is not None and abs(err["decode"]) > case["tol_decode"]:
+        flags.append("decode")
+    if err["prefill"] is not None and abs(err["prefill"]) > case["tol_prefill"]:
+        flags.append("prefill")
+    case["out_of_tolerance"] = flags
+
+
+def badness(case):
+    """How far outside its tolerance a case is (worst first); measured cases only."""
+    e = case.get("error") or {}
+    worst = 0.0
+    for key, tol in (("decode", case["tol_decode"]), ("prefill", case["tol_prefill"])):
+        if e.get(key) is not None:
+            worst = max(worst, abs(e[key]) / tol)
+    return worst
+
+
+def rank_agreement(cases):
+    """Per (set, model, input length, batch) with two or more measured layouts: their order by
+    measured decode tok/s and by predicted; pairs in the wrong order (ties: within 5 % measured).
+    A wrong pair whose layouts' bench runs overlap (a run of the slower layout's decode step as
+    fast as one of the faster's) is also listed in wrong_within_runs: the runs themselves put
+    that pair both ways.
+    """
+    groups = {}
+    for c in cases:
+        if c["status"] != "ok":
+            continue
+        m = (c.get("measured") or {}).get("decode_tok_s")
+        p = ((c.get("predicted") or {}).get("decode") or {}).get("tokens_per_second")
+        if not m or not p:
+            continue
+        key = (c["set"], c["model"], c["input_len"], c["batch"])
+        runs = (c.get("measured") or {}).get("decode_step_ms_runs") or []
+        groups.setdefault(key, []).append((c["layout"], m, p, runs))
+    out = []
+    for (set_name, model, input_len, batch), rows in sorted(groups.items()):
+        if len(rows) < 2:
+            continue
+        pairs = ties = 0
+        wrong, within_runs = [], []
+        for i in range(len(rows)):
+            for j in range(i + 1, len(rows)):
+                (a, ma, pa, ra), (b, mb, pb, rb) = rows[i], rows[j]
+                pairs += 1
+                if abs(ma - mb) <= TIE * max(ma, mb):
+                    ties += 1
+                elif (ma - mb) * (pa - pb) <= 0:
+                    (fast, fast_runs), (slow, slow_runs) = ((a, ra), (b, rb)) if ma > mb else ((b, rb), (a, ra))
+                    wrong.append(f"{fast}>{slow}")
+                    # step ms: the slower layout's quickest run at most the faster one's slowest
+                    if fast_runs and slow_runs and min(slow_runs) <= max(fast_runs):
+                        within_runs.append(f"{fast}>{slow}")
+        out.append({
+            "set": set_name, "model": model, "input_len": input_len, "batch": batch,
+            "by_measured": [r[0] for r in sorted(rows, key=lambda r: -r[1])],
+            "by_predicted": [r[0] for r in sorted(rows, key=lambda r: -r[2])],
+            "measured_tok_s": {r[0]: round(r[1], 2) for r in rows},
+            "predicted_tok_s": {r[0]: round(r[2], 2) for r in rows},
+            "pairs": pairs, "ties": ties, "wrong": len(wrong), "wrong_pairs": wrong,
+            "wrong_within_runs": within_runs,
+        })
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# reports
+
+
+def case_name(c):
+    return f"{c['model']} in{c['input_len']} {c['layout']} b{c['batch']}"
+
+
+def md_table(head, rows):
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def case_row(c):
+    pred = c.get("predicted") or {}
+    meas = c.get("measured") or {}
+    dec, pre = pred.get("decode") or {}, pred.get("prefill") or {}
+    e = c.get("error") or {}
+    mark = ", ".join(c.get("out_of_tolerance") or [])
+    status = c["status"] if c["status"] != "ok" else ("OUT: " + mark if mark else "ok")
+    if meas.get("from_stdout"):
+        status += " (stdout)"
+    return [c["model"], c["input_len"], c["layout"], c["ranks"], c["batch"],
+            fmt(dec.get("ms")), fmt(meas.get("decode_step_ms")), pct(e.get("decode")),
+            fmt(dec.get("eager_ms")), fmt(meas.get("decode_eager_step_ms")),
+            pct(e.get("decode_eager")),
+            fmt(pre.get("ms"), 1), fmt(meas.get("prefill_ms"), 1), pct(e.get("prefill")), status]
+
+
+CASE_HEAD = ["model", "in", "layout", "W", "batch", "decode pred ms", "decode meas ms", "err",
+             "eager pred", "eager meas", "err", "prefill pred ms", "prefill meas ms", "err",
+             "status"]
+
+
+def phase_table(c):
+    pred = c.get("predicted") or {}
+    meas = c.get("measured") or {}
+    dp = (pred.get("decode") or {}).get("phase_ms") or {}
+    dm = meas.get("decode_phase_ms") or {}
+    pp = (pred.get("prefill") or {}).get("phase_ms") or {}
+    pm = meas.get("prefill_phase_ms") or {}
+    rows = []
+    for ph in PHASES:
+        rows.append([ph, fmt(dp.get(ph)), fmt(dm.get(ph)), fmt(pp.get(ph), 2), fmt(pm.get(ph), 2)])
+
+    def total(d):
+        return sum(v for v in d.values() if v is not None) if d else None
+    rows.append(["sum of phases", fmt(total(dp)), fmt(total(dm)), fmt(total(pp), 2),
+                 fmt(total(pm), 2)])
+    rows.append(["eager total", fmt((pred.get("decode") or {}).get("eager_ms")),
+                 fmt(meas.get("decode_eager_step_ms")),
+                 fmt((pred.get("prefill") or {}).get("eager_ms"), 2),
+                 fmt(meas.get("prefill_eager_ms"), 2)])
+    return md_table(["phase (eager)", "decode pred ms", "decode meas ms", "prefill pred ms",
+                     "prefill meas ms"], rows)
+
+
+def write_reports(out_dir, meta, runs, cases, ranks):
+    if out_dir is None:
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = {"meta": meta, "runs": runs, "cases": cases, "rank_agreement": ranks}
+    (out_dir / "results.json").write_text(json.dumps(doc, indent=1) + "\n")
+    measured = sorted((c for c in cases if c["status"] == "ok"), key=badness, reverse=True)
+    md = ["# Plan accuracy: `switchyard plan` predictions against `bench latency`", ""]
+    md.append(f"sets {', '.join(meta.get('sets', []))}; profiles: "
+              f"{', '.join(meta.get('profiles') or []) or 'none (the preset)'}; "
+              "predicted profile: "
+              f"{', '.join(sorted({c.get('profile') or '-' for c in cases}))}; "
+              f"output {meta.get('output_len')} tokens; decode context = input + output/2; "
+              f"error = (pred - meas) / meas; tolerance decode/prefill: "
+              + "; ".join(f"{s} +-{100 * t[0]:.0f}%/+-{100 * t[1]:.0f}%"
+                          for s, t in sorted(meta.get("tolerances", {}).items())))
+    md += ["", "## Per case (worst first)", ""]
+    others = [c for c in cases if c["status"] != "ok"]
+    md.append(md_table(CASE_HEAD, [case_row(c) for c in measured + others]))
+    md += ["", f"## Per phase, the {WORST_PHASE_CASES} worst cases "
+           "(eager with device events; bench: rank 0's phases)", ""]
+    for c in measured[:WORST_PHASE_CASES]:
+        md += [f"### {case_name(c)}: decode {pct(c['error']['decode'])}, "
+               f"prefill {pct(c['error']['prefill'])}", "", phase_table(c), ""]
+    if ranks:
+        md += ["## Rank agreement (decode tok/s; ties within 5 % measured)", ""]
+        rows = [[r["model"], r["input_len"], r["batch"], " > ".join(r["by_measured"]),
+                 " > ".join(r["by_predicted"]), r["pairs"], r["ties"], r["wrong"],
+                 ", ".join(r["wrong_pairs"])] for r in ranks]
+        md.append(md_table(["model", "in", "batch", "by measured", "by predicted", "pairs",
+                            "ties", "wrong", "wrong pairs"], rows))
+        md.append("")
+    failed = [r for r in runs if r.get("rc") not in (0, None) or r.get("timed_out")]
+    bench_failed = [r for r in failed if r["kind"] == "bench"]
+    if bench_failed:
+        md += ["## Failed bench runs", ""]
+        for r in bench_failed:
+            last = ((r.get("stderr_tail") or "").strip().splitlines() or [""])[-1]
+            md += [f"- `{r['command']}`: rc {r['rc']}"
+                   f"{' (timed out)' if r.get('timed_out') else ''}: {last}"]
+        md.append("")
+    (out_dir / "table.md").write_text("\n".join(md) + "\n")
+
+
+def print_summary(cases, ranks, runs):
+    measured = sorted((c for c in cases if c["status"] == "ok"), key=badness, reverse=True)
+    print("\n== plan accuracy (worst first; error = (pred - meas) / meas)")
+    head = f"{'case':44} {'dec pred':>9} {'dec meas':>9} {'err':>8} " \
+           f"{'pre pred':>9} {'pre meas':>9} {'err':>8}  mark"
+    print(head)
+    for c in measured:
+        pred = c.get("predicted") or {}
+        meas = c.get("measured") or {}
+        print(f"{case_name(c)[:44]:44} {fmt((pred.get('decode') or {}).get('ms')):>9} "
+              f"{fmt(meas.get('decode_step_ms')):>9} {pct(c['error']['decode']):>8} "
+              f"{fmt((pred.get('prefill') or {}).get('ms'), 1):>9} "
+              f"{fmt(meas.get('prefill_ms'), 1):>9} {pct(c['error']['prefill']):>8}  "
+              f"{'OUT ' + ','.join(c['out_of_tolerance']) if c['out_of_tolerance'] else 'ok'}")
+    others = [c for c in cases if c["status"] != "ok"]
+    if others:
+        by = {}
+        for c in others:
+            by.setdefault(c["status"], []).append(case_name(c))
+        for status, names in sorted(by.items()):
+            print(f"{status} ({len(names)}): {', '.join(names[:8])}"
+                  f"{' ...' if len(names) > 8 else ''}")
+    for r in ranks:
+        print(f"rank {r['model']} in{r['input_len']} b{r['batch']}: {r['wrong']} wrong of "
+              f"{r['pairs']} pairs ({r['ties']} ties){': ' if r['wrong'] else ''}"
+              f"{', '.join(r['wrong_pairs'][:6])}"
+              f"{'; within the runs: ' + str(len(r.get('wrong_within_runs', []))) if r['wrong'] else ''}")
+    if measured:
+        out = sum(1 for c in measured if c["out_of_tolerance"])
+        print(f"{len(measured)} cases measured, {out} outside tolerance; "
+              f"{sum(1 for r in runs if r['kind'] == 'bench')} bench and "
+              f"{sum(1 for r in runs if r['kind'] == 'plan')} plan runs")
