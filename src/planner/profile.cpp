@@ -115,7 +115,7 @@ int OpTable::dim(const std::string& name) const {
   return -1;
 }
 
-const std::vector<OpShape>& OpTable::shapes(const std::vector<int>& vary) const {
+const OpShapes& OpTable::shapes(const std::vector<int>& vary) const {
   static std::mutex mutex;  // lookups may come from several threads; the index is built once
   const std::lock_guard lock(mutex);
   if (shapes_points_ != points.size()) {
@@ -123,10 +123,11 @@ const std::vector<OpShape>& OpTable::shapes(const std::vector<int>& vary) const 
     shapes_points_ = points.size();
   }
   const auto [it, fresh] = shapes_.try_emplace(vary);
-  std::vector<OpShape>& out = it->second;
-  if (!fresh) return out;
+  if (!fresh) return it->second;
+  std::vector<OpShape>& out = it->second.shapes;
   const size_t n = dims.size();
-  std::vector<bool> shape_dim(n);
+  std::vector<bool>& shape_dim = it->second.shape_dim;
+  shape_dim.resize(n);
   for (size_t d = 0; d < n; ++d) {
     shape_dim[d] = !outcome_dim(dims[d]) && std::find(vary.begin(), vary.end(), static_cast<int>(d)) == vary.end();
   }
@@ -157,7 +158,7 @@ const std::vector<OpShape>& OpTable::shapes(const std::vector<int>& vary) const 
     s.log_lo = logs(s.lo);
     s.log_hi = logs(s.hi);
   }
-  return out;
+  return it->second;
 }
 
 double MachineProfile::work_seconds(const OpWork& w) const {
@@ -198,18 +199,15 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
   // The measured shape nearest to the query: log distance in the non-varying dims, plus how far the query lies
   // outside the shape's measured range in the varying ones (a shape timed at m = 1 only says nothing of m = 64,
   // where a product turns from reading its weights to computing).
-  const std::vector<OpShape>& shapes = t.shapes(vi);
+  const OpShapes& index = t.shapes(vi);
   std::vector<double> log_q(n);
   for (size_t d = 0; d < n; ++d) log_q[d] = lg(q[d] + 1);
-  std::vector<bool> shape_dim(n, true);
-  for (size_t d = 0; d < n; ++d) shape_dim[d] = !outcome_dim(t.dims[d]);
-  for (const int v : vi) shape_dim[static_cast<size_t>(v)] = false;
   double best = std::numeric_limits<double>::infinity();
   const OpShape* nearest = nullptr;
-  for (const OpShape& s : shapes) {
+  for (const OpShape& s : index.shapes) {
     double dist = 0;
     for (size_t d = 0; d < n; ++d) {
-      if (shape_dim[d]) dist += std::abs(s.log_point[d] - log_q[d]);
+      if (index.shape_dim[d]) dist += std::abs(s.log_point[d] - log_q[d]);
     }
     for (const int v : vi) {
       const auto d = static_cast<size_t>(v);

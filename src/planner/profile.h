@@ -23,18 +23,25 @@ struct OpShape {
   std::vector<size_t> members;
 };
 
+// A table's shapes for a set of varying dims, in the order of their first points; shape_dim[d]: dim d tells the
+// shapes apart (neither varying nor an outcome).
+struct OpShapes {
+  std::vector<bool> shape_dim;
+  std::vector<OpShape> shapes;
+};
+
 // One op's measured points: each row holds a value for every dim, then the time in microseconds per call.
 struct OpTable {
   std::vector<std::string> dims;
   std::vector<std::vector<double>> points;
   int dim(const std::string& name) const;  // index of `name`, or -1
-  // The shapes for the varying dims `vary` (indices into dims), in the order of their first points; built on the
-  // first lookup of each set and kept (a plan over many layouts looks up the same few tables thousands of times),
-  // built again when the points have changed in number.
-  const std::vector<OpShape>& shapes(const std::vector<int>& vary) const;
+  // The shapes for the varying dims `vary` (indices into dims); built on the first lookup of each set and kept (a
+  // plan over many layouts looks up the same few tables thousands of times), built again when the points have
+  // changed in number.
+  const OpShapes& shapes(const std::vector<int>& vary) const;
 
  private:
-  mutable std::map<std::vector<int>, std::vector<OpShape>> shapes_;
+  mutable std::map<std::vector<int>, OpShapes> shapes_;
   mutable size_t shapes_points_ = 0;
 };
 
