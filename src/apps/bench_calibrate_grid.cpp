@@ -15,6 +15,9 @@ namespace {
 const std::vector<int64_t> kRows = {1, 2, 4, 8, 10, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 // The rows the cold ops (weights read from memory each call) are timed at: a decode step's, per rank.
 const std::vector<int64_t> kColdRows = {1, 4, 16, 64};
+// The pools (MiB per rank) a CPU's linear_pool rotates one MiB of f32 weights through: from the op's own weights
+// (nothing else read between two calls) to far past a last-level cache.
+const std::vector<int64_t> kPoolMb = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
 // Tokens of context per sequence, and the decode batches attention is timed at.
 const std::vector<int64_t> kContexts = {128, 512, 1024, 2048, 4096, 8192, 16384};
 const std::vector<int64_t> kDecodeSeqs = {1, 2, 4, 8, 10, 16, 32, 64, 128, 256};
@@ -340,6 +343,11 @@ std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vecto
   if (cpu) {
     add_row_series(op("linear_cold", 8), model_linears(models), kColdRows);
     add_row_series(op("moe_experts_cold", 6), experts, kColdRows);
+    // The cache curve: a single-row product (256 × 1024) whose weights rotate through a pool of each size, every
+    // rank its own pool at once (the planner's share of the way from hot to cold tables for a step's working set).
+    std::vector<CalibPoint> pools;
+    for (int64_t mb : kPoolMb) pools.push_back({1, 256, 1024, mb});
+    op("linear_pool", 2).series = {pools};
   }
 
   const std::vector<CalibPoint> heads = gqa_heads(models);

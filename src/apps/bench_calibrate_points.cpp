@@ -88,6 +88,22 @@ Prepared prepare_linear_cold(PointMemory& mem, Backend& be, const CalibPoint& d)
   return prepare_linear_at(mem, be, d, true);
 }
 
+// linear_pool [m, n, k, pool_mb]: the product with its weights rotating through pool_mb MiB of copies (each copy
+// read again after pool_mb MiB of the others): how fast weights are read back as a step's working set grows past
+// the caches (MachineProfile's cache curve).
+Prepared prepare_linear_pool(PointMemory& mem, Backend& be, const CalibPoint& d) {
+  const int64_t m = d[0], n = d[1], k = d[2];
+  const float* x = mem.random(m * k);
+  const WeightCopies w = mem.pool_weights(n * k, static_cast<size_t>(d[3]) << 20);
+  float* y = mem.floats(m * n);
+  // One pass over the copies first, so that every timed call re-reads a copy (else the first pass reads weights
+  // no call has read yet, from memory whatever the pool's size).
+  for (size_t i = 0; i < w.count; ++i) be.linear(x, w.at(i), nullptr, y, m, n, k);
+  be.synchronize();
+  return {.issue = [&be, x, w, y, m, n, k, i = size_t{0}]() mutable { be.linear(x, w.at(i++), nullptr, y, m, n, k); },
+          .capturable = false};
+}
+
 Prepared prepare_linear_f32(PointMemory& mem, Backend& be, const CalibPoint& d) {
   const int64_t m = d[0], n = d[1], k = d[2];
   const float* x = mem.random(m * k);
@@ -377,12 +393,19 @@ Prepared prepare_copy_to_device(PointMemory& mem, Backend& be, const CalibPoint&
 WeightCopies ColdPool::copies(Backend& be, size_t bytes, std::mt19937_64& rng) {
   const size_t stride = (bytes + 4095) / 4096 * 4096;
   if (2 * stride > kColdPoolBytes) return {.count = 0};
+  return copies_within(be, bytes, kColdPoolBytes, rng);
+}
+
+WeightCopies ColdPool::copies_within(Backend& be, size_t bytes, size_t pool_bytes, std::mt19937_64& rng) {
+  const size_t stride = (bytes + 4095) / 4096 * 4096;
+  SY_CHECK(stride <= kColdPoolBytes && pool_bytes <= kColdPoolBytes,
+           "copies of {} bytes within {} bytes: the cold pool holds {}", bytes, pool_bytes, kColdPoolBytes);
   if (!buf_) {
     buf_ = be.alloc(kColdPoolBytes);
     fill_random_weights(be, buf_->data(), static_cast<int64_t>(kColdPoolBytes / dtype_size(be.weight_dtype())), rng(),
                         0.02f);
   }
-  return {.base = buf_->as<char>(), .stride = stride, .count = kColdPoolBytes / stride};
+  return {.base = buf_->as<char>(), .stride = stride, .count = std::max<size_t>(1, pool_bytes / stride)};
 }
 
 const std::vector<OpEntry>& op_entries() {
@@ -392,6 +415,7 @@ const std::vector<OpEntry>& op_entries() {
       {{"moe_experts", {"tokens", "top_k", "n_experts", "hidden", "inter", "touched"}}, prepare_moe_experts},
       // CPU only: the two above with their weights read from memory (ColdPool), at the rows of a decode step.
       {{"linear_cold", {"m", "n", "k"}}, prepare_linear_cold},
+      {{"linear_pool", {"m", "n", "k", "pool_mb"}}, prepare_linear_pool},
       {{"moe_experts_cold", {"tokens", "top_k", "n_experts", "hidden", "inter", "touched"}}, prepare_moe_experts_cold},
       {{"paged_attention", {"seqs", "q_len", "context", "n_heads", "kv_heads", "head_dim"}}, prepare_paged_attention},
       {{"qk_norm_rope_kv_write", {"tokens", "n_heads", "kv_heads", "head_dim"}}, prepare_qk_norm_rope_kv_write},

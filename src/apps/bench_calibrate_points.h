@@ -44,6 +44,9 @@ class ColdPool {
   // As many page-aligned copies of `bytes` as the pool holds; count 0 when it holds fewer than two (weights that
   // large pass the caches by themselves).
   WeightCopies copies(Backend& be, size_t bytes, std::mt19937_64& rng);
+  // As many copies of `bytes` as fit in the pool's first `pool_bytes` (at least one): calls rotating through them
+  // re-read each copy after pool_bytes of reads (linear_pool).
+  WeightCopies copies_within(Backend& be, size_t bytes, size_t pool_bytes, std::mt19937_64& rng);
 
  private:
   std::unique_ptr<DeviceBuffer> buf_;
@@ -81,6 +84,10 @@ class PointMemory {
   WeightCopies cold_weights(int64_t n, const std::string& key) {
     const WeightCopies c = cold_.copies(be_, weight_bytes(n), rng_);
     return c.count > 0 ? c : WeightCopies{.base = static_cast<const char*>(weights(n, 0.02f, key))};
+  }
+  // Copies of `n` weights filling the first `pool_bytes` of the cold pool (ColdPool::copies_within).
+  WeightCopies pool_weights(int64_t n, size_t pool_bytes) {
+    return cold_.copies_within(be_, weight_bytes(n), pool_bytes, rng_);
   }
   int32_t* ints(const std::vector<int32_t>& host) {
     DeviceBuffer* buf = take(std::max<size_t>(host.size(), 1) * sizeof(int32_t));

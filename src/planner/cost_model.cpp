@@ -174,6 +174,8 @@ class Ops {
             {d(tokens), d(top_k), d(n_experts), d(hidden), d(inter), touched}, {"tokens"},
             [&](const DimView& v) { return w_.moe(v); }, busy_, &bytes));
     bytes += (times - 1) * (bytes - before);  // op_time counted one call's
+    // The experts this call leaves untouched are read by later steps: the rank's weights between two reads of one.
+    resident += times * std::max(0.0, d(n_experts) - touched) * 3 * d(hidden) * d(inter) * w_.wb;
   }
   void gqa_attention(int64_t seqs, int64_t q_len, int64_t context, int64_t heads, int64_t kv_heads, int64_t head_dim) {
     if (seqs <= 0) return;
@@ -228,19 +230,29 @@ class Ops {
   }
 
   std::array<double, kCostPhaseCount> eager{};
-  double kernels = 0;  // as a captured graph replays them
-  double bytes = 0;    // the ops' bytes
-  double syncs = 0;    // collectives, each a point where the ranks wait for the slowest
+  double kernels = 0;   // as a captured graph replays them
+  double bytes = 0;     // the ops' bytes
+  double resident = 0;  // beyond `bytes`: the weights of the rank's that this step's ops leave unread (experts)
+  double syncs = 0;     // collectives, each a point where the ranks wait for the slowest
   double eager_total() const {
     double s = 0;
     for (double v : eager) s += v;
     return s;
+  }
+  // Every total times k.
+  void scale(double k) {
+    for (double& v : eager) v *= k;
+    kernels *= k;
+    bytes *= k;
+    resident *= k;
+    syncs *= k;
   }
   // Adds `times` copies of another rank-op list (identical layers timed once).
   void absorb(const Ops& o, double times) {
     for (size_t i = 0; i < eager.size(); ++i) eager[i] += times * o.eager[i];
     kernels += times * o.kernels;
     bytes += times * o.bytes;
+    resident += times * o.resident;
     syncs += times * o.syncs;
   }
   // CPU ranks sharing a host: at each collective the ranks wait for the slowest; the profile's skew fraction of
@@ -482,10 +494,22 @@ double pp_send_seconds(const CostInputs& in, int64_t tokens) {
   return o.eager[communication];
 }
 
-struct StageTimes {
-  Ops worst;
-  double seconds = 0;
-};
+// How far a rank's stage is from its ops' hot timings (0) to their timings beyond the caches (1, the "_cold"
+// tables and the streaming floor). With the profile's cache curve, the curve at the bytes the rank re-reads from
+// one step to the next: its stage's weights (every local expert, though a step reads a few) and what its ops read
+// (the KV cache). Without (profiles before linear_pool): all or nothing, as the ranks' bytes together pass 64 MB.
+double beyond_caches(const MachineProfile& p, const Ops& hot, double ranks_reading, double share) {
+  if (p.has_cache_curve()) return p.cache_fraction(hot.bytes + hot.resident, share);
+  return p.stream_bytes_per_s > 0 && hot.bytes * ranks_reading > kCpuCacheBytes ? 1.0 : 0.0;
+}
+
+// The stage timed `f` of the way from its hot ops to its ops beyond the caches.
+Ops mixed(const Ops& hot, const Ops& cold, double f) {
+  Ops o = hot;
+  o.scale(1 - f);
+  o.absorb(cold, f);
+  return o;
+}
 
 // The step: each micro-batch through every stage, the pipeline filled and drained (executor.cpp
 // forward_parallel); one rank: the whole step as one pass.
@@ -531,9 +555,9 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
     // The bytes of the ranks at work together beyond a CPU's caches: the ops stream from memory. Attention replicas
     // without a sequence read nothing (one sequence under dp 8: one rank's weights, not eight ranks').
     const double ranks_reading = std::min(d(z.world_size()), d(z.pp) * d(z.tp) * replicas_busy);
-    const bool stream =
-        in.profile->stream_bytes_per_s > 0 && stage_ops(in, r, false).bytes * ranks_reading > kCpuCacheBytes;
-    Ops o = stage_ops(in, r, stream);
+    const Ops hot = stage_ops(in, r, false);
+    const double cold = beyond_caches(*in.profile, hot, ranks_reading, r.share);
+    Ops o = cold <= 0 ? hot : cold >= 1 ? stage_ops(in, r, true) : mixed(hot, stage_ops(in, r, true), cold);
     o.add_skew();
     const double send = z.pp > 1 ? pp_send_seconds(in, r.tokens) : 0.0;
     if (!r.first_stage) o.eager[communication] += send;

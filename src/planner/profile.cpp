@@ -284,6 +284,37 @@ double stream_rate(const MachineProfile& p, const std::map<std::string, OpTable>
   return best_bytes >= kBeyondCachesBytes ? rate : 0;
 }
 
+// MachineProfile::cache_curve from a linear_pool table: each pool's time as the fraction of the way from the
+// smallest pool's (the op's own weights) to the largest's, clamped to [0, 1] and made non-decreasing (a pool
+// never reads faster than a smaller one but for noise). A curve of zeros when the largest pool is no slower.
+std::vector<std::pair<double, double>> cache_curve(const std::map<std::string, OpTable>& tables) {
+  const auto it = tables.find("linear_pool");
+  if (it == tables.end()) return {};
+  const OpTable& t = it->second;
+  const int pool = t.dim("pool_mb");
+  if (pool < 0) return {};
+  std::vector<std::pair<double, double>> us;
+  for (const auto& pt : t.points) us.emplace_back(pt[static_cast<size_t>(pool)] * 1048576.0, pt.back());
+  std::sort(us.begin(), us.end());
+  if (us.size() < 2) return {};
+  const double lo = us.front().second, span = us.back().second - lo;
+  double f = 0;
+  for (auto& [bytes, v] : us) {
+    f = span > 0 ? std::max(f, std::clamp((v - lo) / span, 0.0, 1.0)) : 0.0;
+    v = f;
+  }
+  return us;
+}
+
+double curve_at(const std::vector<std::pair<double, double>>& c, double bytes) {
+  if (bytes <= c.front().first) return c.front().second;
+  if (bytes >= c.back().first) return c.back().second;
+  const auto hi = std::lower_bound(c.begin(), c.end(), bytes, [](const auto& e, double b) { return e.first < b; });
+  const auto lo = hi - 1;
+  const double w = std::log(bytes / lo->first) / std::log(hi->first / lo->first);
+  return lo->second + w * (hi->second - lo->second);
+}
+
 // The best rate any timed product reached, in FLOP/s (0 without a linear table). The matrix rate is the roofline's
 // compute bound: the product with the most FLOPs can be a single row streaming 1 GB (the streaming point), whose
 // rate is its memory's, 20-40 times below what the same ranks compute at (0.007 against 0.034 TFLOP/s at 8 ranks).
@@ -403,7 +434,17 @@ MachineProfile parse_profile(const std::string& text_in, const std::string& src)
   p.matrix_flops_per_s = std::max(p.matrix_flops_per_s, best_linear_rate(p.ops));
   p.stream_bytes_per_s = stream_rate(p, p.ops);
   p.stream_alone_bytes_per_s = stream_rate(p, p.ops_alone);
+  p.cache_curve = cache_curve(p.ops);
+  p.cache_curve_alone = cache_curve(p.ops_alone);
   return p;
+}
+
+double MachineProfile::cache_fraction(double rank_bytes, double share) const {
+  SY_CHECK(has_cache_curve(), "{}: no cache curve (bench calibrate's linear_pool table)", source);
+  const double all = curve_at(cache_curve, rank_bytes);
+  if (share >= 1 || cache_curve_alone.empty()) return all;
+  const double alone = curve_at(cache_curve_alone, rank_bytes);
+  return alone + std::max(0.0, share) * (all - alone);
 }
 
 MachineProfile load_profile(const std::filesystem::path& path) {

@@ -87,6 +87,11 @@ struct MachineProfile {
   // CPU profiles of several ranks: the same rates when rank 0 works alone while the others wait in a collective
   // (from the tables of "ops_alone"); 0 without them.
   double stream_alone_bytes_per_s = 0;
+  // CPU profiles with bench calibrate's linear_pool table (a product whose weights rotate through pools of growing
+  // size, every rank at once): (pool bytes per rank, fraction) sorted by pool, the fraction of the way from the
+  // op's time on its own weights (0) to its time on the largest pool (1), never decreasing; empty without the
+  // table. _alone: the same from rank 0 alone ("ops_alone"). See cache_fraction.
+  std::vector<std::pair<double, double>> cache_curve, cache_curve_alone;
   std::map<std::string, OpTable> ops;
   // CPU profiles of several ranks: the points of "ops" timed again by rank 0 while the other ranks wait (a step in
   // which only some ranks work: a pipeline's stages at batch 1, attention replicas without a sequence). Empty in
@@ -111,6 +116,12 @@ struct MachineProfile {
   // The time of a call as the analytic work predicts it: a fixed cost plus the larger of bytes over the
   // copy rate and FLOPs over the matrix rate.
   double work_seconds(const OpWork& w) const;
+  // How far a step whose ranks each re-read `rank_bytes` of weights and caches a step has come from its ops' hot
+  // timings (0) to their timings beyond the caches (1): the cache curve at that many bytes (log-linear between
+  // pools; 0 below the first, 1 past the last), between rank 0 alone and every rank by `share` (Busy). Requires
+  // has_cache_curve().
+  bool has_cache_curve() const { return !cache_curve.empty(); }
+  double cache_fraction(double rank_bytes, double share) const;
   // The skew fraction of segments `segment_s` long: log-log between the measured segments, the nearest one's
   // beyond them; 0 without skew points.
   double skew_fraction(double segment_s) const;

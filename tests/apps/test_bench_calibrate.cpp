@@ -243,6 +243,23 @@ TEST(BenchCalibrate, AModelsGridHoldsItsShapesOnly) {
       }
     }
   }
+  // The cache curve: one MiB of f32 weights in one row, rotating through pools of 1 to 256 MiB, whatever the
+  // model; timed or skipped, the pools are the first of that list (a series cut by the budget lists its first
+  // point left out, and says how many larger ones follow it).
+  std::set<int64_t> pools;
+  if (j["ops"].contains("linear_pool")) {
+    for (const auto& p : j["ops"]["linear_pool"]["points"]) {
+      EXPECT_EQ(p[0], 1) << p.dump();
+      EXPECT_EQ(p[1].get<int64_t>() * p[2].get<int64_t>(), 256 * 1024) << p.dump();
+      pools.insert(p[3].get<int64_t>());
+    }
+  }
+  for (const auto& s : j["skipped"]) {
+    if (s["op"] == "linear_pool") pools.insert(s["point"][3].get<int64_t>());
+  }
+  const std::vector<int64_t> all = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
+  ASSERT_FALSE(pools.empty());
+  EXPECT_EQ(pools, std::set<int64_t>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(pools.size())));
   fs::remove(out);
 }
 

@@ -204,6 +204,48 @@ TEST(Profile, CpuStreamingRateFromTheLargestSingleRowProduct) {
   EXPECT_EQ(parse_profile(j.dump(), "small.json").stream_bytes_per_s, 0.0);
 }
 
+// A linear_pool table (bench calibrate: one product whose weights rotate through pools of growing size) read as the
+// cache curve: each pool's time as the fraction of the way from the smallest pool's to the largest's, clamped and
+// never decreasing; log-linear in the bytes between pools, 0 below the first, 1 past the last; between rank 0
+// alone and every rank by the share of the ranks at work.
+TEST(Profile, CacheCurveFromThePoolTable) {
+  const auto pool = [](const json& points) { return json{{"dims", {"m", "n", "k", "pool_mb"}}, {"points", points}}; };
+  json j = profile_json({{"linear_pool", pool({{1, 256, 1024, 4, 10.0},
+                                               {1, 256, 1024, 1, 10.0},
+                                               {1, 256, 1024, 16, 20.0},
+                                               {1, 256, 1024, 64, 60.0},
+                                               {1, 256, 1024, 256, 50.0}})}});
+  j["machine"]["device"] = "cpu";
+  const MachineProfile p = parse_profile(j.dump(), "cpu.json");
+  ASSERT_TRUE(p.has_cache_curve());
+  const double mib = 1048576.0;
+  // Fractions (t − 10) / (50 − 10): 0, 0, 0.25, 1 (1.25 clamped), 1.
+  const std::vector<std::pair<double, double>> want = {
+      {1 * mib, 0.0}, {4 * mib, 0.0}, {16 * mib, 0.25}, {64 * mib, 1.0}, {256 * mib, 1.0}};
+  EXPECT_EQ(p.cache_curve, want);
+  EXPECT_DOUBLE_EQ(p.cache_fraction(0.5 * mib, 1), 0.0);
+  EXPECT_DOUBLE_EQ(p.cache_fraction(8 * mib, 1), 0.125);  // halfway from 4 to 16 MiB in log: 0.25 / 2
+  EXPECT_DOUBLE_EQ(p.cache_fraction(32 * mib, 1), 0.625);
+  EXPECT_DOUBLE_EQ(p.cache_fraction(1e12, 1), 1.0);
+
+  // Rank 0 alone: 0 up to 16 MiB, then 1 (its cache is the host's); half the way between at share 0.5.
+  j["ops_alone"] = {
+      {"linear_pool", pool({{1, 256, 1024, 1, 10.0}, {1, 256, 1024, 16, 10.0}, {1, 256, 1024, 64, 30.0}})}};
+  const MachineProfile both = parse_profile(j.dump(), "cpu.json");
+  EXPECT_DOUBLE_EQ(both.cache_fraction(16 * mib, 0), 0.0);
+  EXPECT_DOUBLE_EQ(both.cache_fraction(16 * mib, 0.5), 0.125);
+  EXPECT_DOUBLE_EQ(both.cache_fraction(16 * mib, 1), 0.25);
+
+  // A largest pool no slower than the smallest: the caches do not matter, a curve of zeros.
+  j["ops"]["linear_pool"] = pool({{1, 256, 1024, 1, 10.0}, {1, 256, 1024, 256, 9.0}});
+  j.erase("ops_alone");
+  const MachineProfile flat = parse_profile(j.dump(), "cpu.json");
+  ASSERT_TRUE(flat.has_cache_curve());
+  EXPECT_DOUBLE_EQ(flat.cache_fraction(1e12, 1), 0.0);
+  j["ops"].erase("linear_pool");
+  EXPECT_FALSE(parse_profile(j.dump(), "cpu.json").has_cache_curve());
+}
+
 TEST(Profile, CollectivesInterpolateAndExtrapolateByBandwidth) {
   const json coll = {{"all_reduce", {{"dims", {"ranks", "bytes"}}, {"points", {{2, 1e3, 10.0}, {2, 1e6, 100.0}}}}}};
   const json ops = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", {{1, 1024, 1024, 10.0}}}}}};
@@ -341,6 +383,55 @@ TEST(CostModel, CpuStepsBeyondTheCachesTakeTheColdTables) {
   EXPECT_LT(a, 1.02 * 5 * bytes / 1e11);
   EXPECT_DOUBLE_EQ(p.decode_batch.phase_seconds[0], hot_only.decode_batch.phase_seconds[0]);
   EXPECT_LT(hot_only.decode_one.phase_seconds[0], 0.5 * a);
+}
+
+// With a cache curve a CPU rank's stage is priced that fraction of the way from its hot tables to its tables beyond
+// the caches, at the bytes the rank re-reads each step (Qwen3-30B-A3B in f32 on one rank: about 120 GB, between
+// the curve's 2 MiB and 2^39 MiB pools, where it stands at one half): the attention phase of one sequence is the
+// mean of the hot pricing and the cold one. A curve of zeros prices it as a profile without a streaming rate
+// (hot, by the 64 MB rule); a curve at 1 from 2 MiB as the 64 MB rule with the streaming rate: the cold products,
+// 5× their work (as CpuStepsBeyondTheCachesTakeTheColdTables).
+TEST(CostModel, ACpuStageIsPricedAlongTheCacheCurve) {
+  json j = profile_json(json::object());
+  j["machine"]["device"] = "cpu";
+  j["rates"]["copy_gb_s"] = 100.0;
+  j["rates"]["matrix_tflop_s"] = 1e6;
+  json hot = json::array(), cold = json::array();
+  for (double m : {1.0, 16.0, 256.0}) hot.push_back({m, 4096, 2048, 0.25 * f32_work(m, 4096, 2048) * 1e6});
+  for (double m : {1.0, 16.0}) cold.push_back({m, 4096, 2048, 5.0 * f32_work(m, 4096, 2048) * 1e6});
+  j["ops"] = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", hot}}},
+              {"linear_cold", {{"dims", {"m", "n", "k"}}, {"points", cold}}}};
+  const MachineProfile no_stream = parse_profile(j.dump(), "cpu.json");
+  j["ops"]["linear"]["points"].push_back({1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6});
+  const MachineProfile rule = parse_profile(j.dump(), "cpu.json");
+  const auto with_pools = [&](const json& points) {
+    json k = j;
+    k["ops"]["linear_pool"] = {{"dims", {"m", "n", "k", "pool_mb"}}, {"points", points}};
+    return parse_profile(k.dump(), "cpu.json");
+  };
+  const double far = std::ldexp(1.0, 39), farther = std::ldexp(1.0, 40);
+  const MachineProfile flat = with_pools({{1, 256, 1024, 1, 10.0}, {1, 256, 1024, farther, 10.0}});
+  const MachineProfile half = with_pools(
+      {{1, 256, 1024, 1, 10.0}, {1, 256, 1024, 2, 15.0}, {1, 256, 1024, far, 15.0}, {1, 256, 1024, farther, 20.0}});
+  const MachineProfile full = with_pools({{1, 256, 1024, 1, 10.0}, {1, 256, 1024, 2, 20.0}});
+
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
+  t.decode_context = 16;
+  LayoutRequest one;
+  one.set(Axis::tp, 1);
+  const auto attention = [&](const MachineProfile& p) {
+    t.profiles = {p};
+    return predict_layout(t, check_layout(t, one)).decode_one.phase_seconds[0];
+  };
+  const double a_hot = attention(no_stream), a_rule = attention(rule);
+  const double a_flat = attention(flat), a_half = attention(half), a_full = attention(full);
+  EXPECT_DOUBLE_EQ(a_flat, a_hot);
+  EXPECT_DOUBLE_EQ(a_full, a_rule);
+  const double bytes = (4096.0 + 2 * 512 + 4096.0) * 2048 * 4 * 48;
+  EXPECT_GT(a_full, 5 * bytes / 1e11);
+  EXPECT_LT(a_full, 1.02 * 5 * bytes / 1e11);
+  EXPECT_LT(a_hot, 0.5 * a_full);
+  EXPECT_NEAR(a_half, (a_hot + a_full) / 2, 1e-9 * a_full);
 }
 
 // Qwen3-30B-A3B on two ranks of an h200 under `request`, by the work-only profile: the experts phase of one
