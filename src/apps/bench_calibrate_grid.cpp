@@ -18,6 +18,7 @@ const std::vector<int64_t> kColdRows = {1, 4, 16, 64};
 // The pools (MiB per rank) a CPU's linear_pool rotates one MiB of f32 weights through: from the op's own weights
 // (nothing else read between two calls) to far past a last-level cache.
 const std::vector<int64_t> kPoolMb = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
+constexpr size_t kPoolRounds = 5;
 // Tokens of context per sequence, and the decode batches attention is timed at.
 const std::vector<int64_t> kContexts = {128, 512, 1024, 2048, 4096, 8192, 16384};
 const std::vector<int64_t> kDecodeSeqs = {1, 2, 4, 8, 10, 16, 32, 64, 128, 256};
@@ -345,9 +346,12 @@ std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vecto
     add_row_series(op("moe_experts_cold", 6), experts, kColdRows);
     // The cache curve: a single-row product (256 × 1024) whose weights rotate through a pool of each size, every
     // rank its own pool at once (the planner's share of the way from hot to cold tables for a step's working set).
+    // Five rounds of the pools, a fraction of a second each (the planner takes each pool's median): what else the
+    // host's caches hold changes from moment to moment (this machine's knee moved from 24-48 MiB to 16-24 between
+    // two calibrations minutes apart).
     std::vector<CalibPoint> pools;
     for (int64_t mb : kPoolMb) pools.push_back({1, 256, 1024, mb});
-    op("linear_pool", 2).series = {pools};
+    op("linear_pool", 4).series = std::vector<std::vector<CalibPoint>>(kPoolRounds, pools);
   }
 
   const std::vector<CalibPoint> heads = gqa_heads(models);

@@ -127,6 +127,8 @@ void ModelComm::all_to_all_v(Communicator& c, const void* send, std::span<const 
 std::vector<int64_t> ModelComm::exchange_counts(Communicator& c, const std::vector<int64_t>& send) {
   const auto n = static_cast<size_t>(c.size());
   SY_CHECK(send.size() == n, "exchange_counts: {} counts for {} ranks", send.size(), n);
+  // The first exchange of an expert-parallel layer: where the ranks wait for the slowest of them.
+  backend_.mark(Phase::communication);
   std::vector<int64_t> all(n * n);
   if (c.device_memory()) {  // through device memory for a device communicator
     const size_t bytes = (n + n * n) * sizeof(int64_t);

@@ -284,18 +284,24 @@ double stream_rate(const MachineProfile& p, const std::map<std::string, OpTable>
   return best_bytes >= kBeyondCachesBytes ? rate : 0;
 }
 
-// MachineProfile::cache_curve from a linear_pool table: each pool's time as the fraction of the way from the
-// smallest pool's (the op's own weights) to the largest's, clamped to [0, 1] and made non-decreasing (a pool
-// never reads faster than a smaller one but for noise). A curve of zeros when the largest pool is no slower.
+// MachineProfile::cache_curve from a linear_pool table: each pool's time (the median of its rounds) as the
+// fraction of the way from the smallest pool's (the op's own weights) to the largest's, clamped to [0, 1] and made
+// non-decreasing (a pool never reads faster than a smaller one but for noise). A curve of zeros when the largest
+// pool is no slower.
 std::vector<std::pair<double, double>> cache_curve(const std::map<std::string, OpTable>& tables) {
   const auto it = tables.find("linear_pool");
   if (it == tables.end()) return {};
   const OpTable& t = it->second;
   const int pool = t.dim("pool_mb");
   if (pool < 0) return {};
+  std::map<double, std::vector<double>> rounds;
+  for (const auto& pt : t.points) rounds[pt[static_cast<size_t>(pool)] * 1048576.0].push_back(pt.back());
   std::vector<std::pair<double, double>> us;
-  for (const auto& pt : t.points) us.emplace_back(pt[static_cast<size_t>(pool)] * 1048576.0, pt.back());
-  std::sort(us.begin(), us.end());
+  for (auto& [bytes, times] : rounds) {
+    const auto mid = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2);
+    std::nth_element(times.begin(), mid, times.end());
+    us.emplace_back(bytes, *mid);  // the upper median of an even count
+  }
   if (us.size() < 2) return {};
   const double lo = us.front().second, span = us.back().second - lo;
   double f = 0;

@@ -205,14 +205,17 @@ TEST(Profile, CpuStreamingRateFromTheLargestSingleRowProduct) {
 }
 
 // A linear_pool table (bench calibrate: one product whose weights rotate through pools of growing size) read as the
-// cache curve: each pool's time as the fraction of the way from the smallest pool's to the largest's, clamped and
-// never decreasing; log-linear in the bytes between pools, 0 below the first, 1 past the last; between rank 0
-// alone and every rank by the share of the ranks at work.
+// cache curve: each pool's time (the median of its rounds) as the fraction of the way from the smallest pool's to the
+// largest's, clamped and never decreasing; log-linear in the bytes between pools, 0 below the first, 1 past the last;
+// between rank 0 alone and every rank by the share of the ranks at work.
 TEST(Profile, CacheCurveFromThePoolTable) {
   const auto pool = [](const json& points) { return json{{"dims", {"m", "n", "k", "pool_mb"}}, {"points", points}}; };
+  // Three rounds of the 16 MiB pool (its median, 20, is kept), one of the others.
   json j = profile_json({{"linear_pool", pool({{1, 256, 1024, 4, 10.0},
+                                               {1, 256, 1024, 16, 90.0},
                                                {1, 256, 1024, 1, 10.0},
                                                {1, 256, 1024, 16, 20.0},
+                                               {1, 256, 1024, 16, 11.0},
                                                {1, 256, 1024, 64, 60.0},
                                                {1, 256, 1024, 256, 50.0}})}});
   j["machine"]["device"] = "cpu";

@@ -229,6 +229,7 @@ void moe_forward_parallel(const StepContext& step, Scratch& scratch, const MoeCo
     }
   }
   std::vector<int64_t> recv_rows = comm.exchange_counts(stage, send_rows);
+  be.mark(Phase::router);  // the dispatch's plan copied over and its rows gathered (the wait above: communication)
   int64_t n_recv = 0;
   for (int64_t v : recv_rows) n_recv += v;
 
