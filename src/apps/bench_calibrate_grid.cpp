@@ -356,6 +356,9 @@ std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vecto
 
   const std::vector<CalibPoint> heads = gqa_heads(models);
   add_attention_series(op("paged_attention", 18), heads, kDecodeSeqs, kPrefillSeqs, kContexts);
+  // A CPU's decode attention again with its KV caches read from memory each call (a step's layers each read their
+  // own), at a decode step's sequences per rank: what the planner takes for a step beyond the caches.
+  if (cpu) add_attention_series(op("paged_attention_cold", 4), heads, kColdRows, {}, {128, 512, 2048});
   add_row_series(op("qk_norm_rope_kv_write", 3), heads, kRows);
 
   // MLA: the heads of Kimi K2 (64) and DeepSeek-V3 (128) at tp slices, latent 512 and rope 64 (both models'); the

@@ -167,12 +167,18 @@ Prepared prepare_moe_experts_cold(PointMemory& mem, Backend& be, const CalibPoin
   return prepare_moe(mem, be, d, true);
 }
 
-Prepared prepare_paged_attention(PointMemory& mem, Backend& be, const CalibPoint& d) {
+// cold: each call reads the next copy of the K and V caches (PointMemory::cold_weights, side by side in one), as
+// a step's layers each read their own; else the same one.
+Prepared prepare_paged_attention_at(PointMemory& mem, Backend& be, const CalibPoint& d, bool cold) {
   const int64_t seqs = d[0], q_len = d[1], context = d[2], nh = d[3], kvh = d[4], hd = d[5];
   const PagedBatch b = paged_batch(mem, seqs, q_len, context);
+  const int64_t cache = b.slots * kvh * hd;
+  const WeightCopies kv = cold ? mem.cold_weights(2 * cache, "kv")
+                               : WeightCopies{.base = static_cast<const char*>(mem.weights(2 * cache, 1.0f))};
+  const size_t v_offset = static_cast<size_t>(cache) * dtype_size(be.weight_dtype());
   PagedAttentionArgs a{.q = mem.random(b.tokens * nh * hd),
-                       .k_cache = mem.weights(b.slots * kvh * hd, 1.0f),
-                       .v_cache = mem.weights(b.slots * kvh * hd, 1.0f),
+                       .k_cache = kv.at(0),
+                       .v_cache = static_cast<const char*>(kv.at(0)) + v_offset,
                        .block_tables = b.block_tables,
                        .token_seq = b.token_seq,
                        .positions = b.positions,
@@ -186,7 +192,21 @@ Prepared prepare_paged_attention(PointMemory& mem, Backend& be, const CalibPoint
                        .block_size = kBlockSize,
                        .max_blocks = b.max_blocks,
                        .scale = 1.0f / std::sqrt(static_cast<float>(hd))};
-  return {.issue = [&be, a] { be.paged_attention(a); }};
+  if (!cold) return {.issue = [&be, a] { be.paged_attention(a); }};
+  return {.issue =
+              [&be, a, kv, v_offset, i = size_t{0}]() mutable {
+                PagedAttentionArgs c = a;
+                c.k_cache = kv.at(i);
+                c.v_cache = static_cast<const char*>(kv.at(i++)) + v_offset;
+                be.paged_attention(c);
+              },
+          .capturable = false};
+}
+Prepared prepare_paged_attention(PointMemory& mem, Backend& be, const CalibPoint& d) {
+  return prepare_paged_attention_at(mem, be, d, false);
+}
+Prepared prepare_paged_attention_cold(PointMemory& mem, Backend& be, const CalibPoint& d) {
+  return prepare_paged_attention_at(mem, be, d, true);
 }
 
 Prepared prepare_qk_norm_rope_kv_write(PointMemory& mem, Backend& be, const CalibPoint& d) {
@@ -418,6 +438,9 @@ const std::vector<OpEntry>& op_entries() {
       {{"linear_pool", {"m", "n", "k", "pool_mb"}}, prepare_linear_pool},
       {{"moe_experts_cold", {"tokens", "top_k", "n_experts", "hidden", "inter", "touched"}}, prepare_moe_experts_cold},
       {{"paged_attention", {"seqs", "q_len", "context", "n_heads", "kv_heads", "head_dim"}}, prepare_paged_attention},
+      // CPU only: decode attention with the KV caches read from memory (ColdPool), at a decode step's sequences.
+      {{"paged_attention_cold", {"seqs", "q_len", "context", "n_heads", "kv_heads", "head_dim"}},
+       prepare_paged_attention_cold},
       {{"qk_norm_rope_kv_write", {"tokens", "n_heads", "kv_heads", "head_dim"}}, prepare_qk_norm_rope_kv_write},
       {{"mla_attention", {"seqs", "q_len", "context", "n_heads", "kv_lora_rank", "rope_dim"}}, prepare_mla_attention},
       {{"head_linear", {"tokens", "heads", "in", "out"}}, prepare_head_linear},

@@ -243,6 +243,24 @@ TEST(BenchCalibrate, AModelsGridHoldsItsShapesOnly) {
       }
     }
   }
+  // Decode attention beyond the caches: the model's heads (4 query, 2 KV heads of 64 and their tp slices), one
+  // query token, up to 64 sequences, contexts 128 to 2,048.
+  std::vector<nlohmann::json> cold_attention;
+  if (j["ops"].contains("paged_attention_cold")) {
+    for (const auto& p : j["ops"]["paged_attention_cold"]["points"]) cold_attention.push_back(p);
+  }
+  for (const auto& s : j["skipped"]) {
+    if (s["op"] == "paged_attention_cold") cold_attention.push_back(s["point"]);
+  }
+  ASSERT_FALSE(cold_attention.empty());
+  for (const auto& p : cold_attention) {
+    EXPECT_LE(p[0].get<int64_t>(), 64) << p.dump();
+    EXPECT_EQ(p[1], 1) << p.dump();
+    const int64_t ctx = p[2].get<int64_t>();
+    EXPECT_TRUE(ctx == 128 || ctx == 512 || ctx == 2048) << p.dump();
+    EXPECT_EQ(p[5], 64) << p.dump();
+    EXPECT_LE(p[3].get<int64_t>(), 4) << p.dump();
+  }
   // The cache curve: one MiB of f32 weights in one row, rotating through pools of 1 to 256 MiB, whatever the
   // model; timed or skipped, the pools are the first of that list (a series cut by the budget lists its first
   // point left out, and says how many larger ones follow it).

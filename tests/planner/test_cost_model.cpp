@@ -437,6 +437,52 @@ TEST(CostModel, ACpuStageIsPricedAlongTheCacheCurve) {
   EXPECT_NEAR(a_half, (a_hot + a_full) / 2, 1e-9 * a_full);
 }
 
+// Beyond the caches decode attention is timed from paged_attention_cold (bench calibrate: each call reading the next
+// copy of the KV caches) where that holds the step's sequences: with every point of the cold table at k× its work
+// (above the streaming floor, about 3× here), the attention phase is the rest plus k · (the op's work-time) · 48
+// layers, so from k = 100 to 1,000 it grows 10 times as much as from k = 10 to 100; without the cold table, less
+// than with it at k = 10.
+TEST(CostModel, CpuAttentionBeyondTheCachesTakesTheColdTable) {
+  json j = profile_json(json::object());
+  j["machine"]["device"] = "cpu";
+  j["rates"]["copy_gb_s"] = 100.0;
+  j["rates"]["matrix_tflop_s"] = 1e6;
+  const auto attention_points = [&](double times_work) {
+    const MachineProfile at_work = parse_profile(j.dump(), "cpu.json");
+    json pts = json::array();
+    for (double s : {1.0, 64.0}) {
+      for (double c : {16.0, 1024.0}) {
+        const OpWork w{.bytes = s * c * 4 * 128 * 2 * 2 + 8 * s * 32 * 128, .flops = 4 * s * 32 * 128 * c};
+        pts.push_back({s, 1, c, 32, 4, 128, times_work * at_work.work_seconds(w) * 1e6});
+      }
+    }
+    return json{{"dims", {"seqs", "q_len", "context", "n_heads", "kv_heads", "head_dim"}}, {"points", pts}};
+  };
+  json linear = json::array();
+  linear.push_back({1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6});  // a streaming rate
+  for (double m : {1.0, 16.0, 256.0}) linear.push_back({m, 4096, 2048, 0.25 * f32_work(m, 4096, 2048) * 1e6});
+  j["ops"] = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", linear}}},
+              {"linear_pool",
+               {{"dims", {"m", "n", "k", "pool_mb"}}, {"points", {{1, 256, 1024, 1, 10.0}, {1, 256, 1024, 2, 20.0}}}}},
+              {"paged_attention", attention_points(1)}};
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
+  t.decode_context = 16;
+  LayoutRequest one;
+  one.set(Axis::tp, 1);
+  const auto attention = [&](const json& profile) {
+    t.profiles = {parse_profile(profile.dump(), "cpu.json")};
+    return predict_layout(t, check_layout(t, one)).decode_one.phase_seconds[0];
+  };
+  const auto with_cold = [&](double k) {
+    json c = j;
+    c["ops"]["paged_attention_cold"] = attention_points(k);
+    return attention(c);
+  };
+  const double hot = attention(j), a10 = with_cold(10), a100 = with_cold(100), a1000 = with_cold(1000);
+  EXPECT_LT(hot, a10);
+  EXPECT_NEAR((a1000 - a100) / (a100 - a10), 10.0, 1e-6);
+}
+
 // Qwen3-30B-A3B on two ranks of an h200 under `request`, by the work-only profile: the experts phase of one
 // sequence's decode step, and one expert's bf16 matrices over the 48 layers in bytes.
 double experts_phase_on_two(const LayoutRequest& request, int64_t want_edp) {
