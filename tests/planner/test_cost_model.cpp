@@ -320,13 +320,19 @@ TEST(CostModel, ExpertBytesFollowTheUniformRoutingExpectation) {
 // The f32 work of linear on the CPU profile below: 0.5 µs plus the bytes at 1e11 B/s (FLOPs never the bound).
 double f32_work(double m, double n, double k) { return 0.5e-6 + (4 * n * k + 4 * (m * k + m * n)) / 1e11; }
 
-// A CPU profile whose (m, 4096, 2048) products ran four times faster than their work (from the caches) and, with
-// `streaming`, one single-row product of 537 MB at twice its work (5e10 B/s).
-MachineProfile cpu_profile(bool streaming) {
+// A CPU profile without ops: copies at 1e11 B/s, products at 1e18 FLOP/s (every op's work its bytes).
+json cpu_profile_json() {
   json j = profile_json(json::object());
   j["machine"]["device"] = "cpu";
   j["rates"]["copy_gb_s"] = 100.0;
   j["rates"]["matrix_tflop_s"] = 1e6;
+  return j;
+}
+
+// A CPU profile whose (m, 4096, 2048) products ran four times faster than their work (from the caches) and, with
+// `streaming`, one single-row product of 537 MB at twice its work (5e10 B/s).
+MachineProfile cpu_profile(bool streaming) {
+  json j = cpu_profile_json();
   json pts = json::array();
   if (streaming) pts.push_back({1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6});
   for (double m : {1.0, 16.0, 256.0}) pts.push_back({m, 4096, 2048, 0.25 * f32_work(m, 4096, 2048) * 1e6});
@@ -359,10 +365,7 @@ TEST(CostModel, CpuStepsBeyondTheCachesStreamTheirWeights) {
 // 0.5 µs a call, the KV of 16 tokens and the row-wise ops add well under 2%). A batch of 32 rows per product is
 // beyond the cold table's 16: the hot table and the streaming floor as before, no cold rate.
 TEST(CostModel, CpuStepsBeyondTheCachesTakeTheColdTables) {
-  json j = profile_json(json::object());
-  j["machine"]["device"] = "cpu";
-  j["rates"]["copy_gb_s"] = 100.0;
-  j["rates"]["matrix_tflop_s"] = 1e6;
+  json j = cpu_profile_json();
   json hot = json::array(), cold = json::array();
   hot.push_back({1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6});
   for (double m : {1.0, 16.0, 256.0}) hot.push_back({m, 4096, 2048, 0.25 * f32_work(m, 4096, 2048) * 1e6});
@@ -395,10 +398,7 @@ TEST(CostModel, CpuStepsBeyondTheCachesTakeTheColdTables) {
 // (hot, by the 64 MB rule); a curve at 1 from 2 MiB as the 64 MB rule with the streaming rate: the cold products,
 // 5× their work (as CpuStepsBeyondTheCachesTakeTheColdTables).
 TEST(CostModel, ACpuStageIsPricedAlongTheCacheCurve) {
-  json j = profile_json(json::object());
-  j["machine"]["device"] = "cpu";
-  j["rates"]["copy_gb_s"] = 100.0;
-  j["rates"]["matrix_tflop_s"] = 1e6;
+  json j = cpu_profile_json();
   json hot = json::array(), cold = json::array();
   for (double m : {1.0, 16.0, 256.0}) hot.push_back({m, 4096, 2048, 0.25 * f32_work(m, 4096, 2048) * 1e6});
   for (double m : {1.0, 16.0}) cold.push_back({m, 4096, 2048, 5.0 * f32_work(m, 4096, 2048) * 1e6});
@@ -443,10 +443,7 @@ TEST(CostModel, ACpuStageIsPricedAlongTheCacheCurve) {
 // layers, so from k = 100 to 1,000 it grows 10 times as much as from k = 10 to 100; without the cold table, less
 // than with it at k = 10.
 TEST(CostModel, CpuAttentionBeyondTheCachesTakesTheColdTable) {
-  json j = profile_json(json::object());
-  j["machine"]["device"] = "cpu";
-  j["rates"]["copy_gb_s"] = 100.0;
-  j["rates"]["matrix_tflop_s"] = 1e6;
+  json j = cpu_profile_json();
   const auto attention_points = [&](double times_work) {
     const MachineProfile at_work = parse_profile(j.dump(), "cpu.json");
     json pts = json::array();
@@ -583,11 +580,8 @@ TEST(CostModel, IdleReplicasLeaveTheCachesToTheBusyOnes) {
 // says (its work-timed rope and attention ops add well under 1%). Under tp 2 both ranks work at once: the alone
 // table changes nothing.
 MachineProfile two_rank_cpu_profile(bool with_alone) {
-  json j = profile_json(json::object());
-  j["machine"]["device"] = "cpu";
+  json j = cpu_profile_json();
   j["machine"]["ranks"] = 2;
-  j["rates"]["copy_gb_s"] = 100.0;
-  j["rates"]["matrix_tflop_s"] = 1e6;
   json all = json::array(), alone = json::array();
   for (double m : {1.0, 16.0, 256.0}) {
     all.push_back({m, 4096, 2048, 2.0 * f32_work(m, 4096, 2048) * 1e6});
