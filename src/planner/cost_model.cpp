@@ -419,9 +419,10 @@ void moe_ops(Ops& o, const ModelDesc& s, const ParallelSizes& z, const RankStep&
   const double n_send = d(own * K * z.etp);
   const int stage = z.stage_size();
   o.collective("all_to_all_v", stage, stage, 8.0);  // the counts
+  // The dispatch's rows gathered into the send buffer: router, as ffn.cpp marks it.
+  o.rows_op(router, "gather_rows", "rows", static_cast<int64_t>(n_send), {"dim"}, {H}, 8);
   o.collective("all_to_all_v", stage, stage, n_send * 4);
   o.collective("all_to_all_v", stage, stage, n_send * d(H) * 4);
-  o.rows_op(combine, "gather_rows", "rows", static_cast<int64_t>(n_send), {"dim"}, {H}, 8);
   const double share = o.busy_share();
   o.busy(r.experts_share);
   // The busiest rank's pairs and distinct experts (at batch 1 it reads ~2 experts where the mean rank reads
