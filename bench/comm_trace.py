@@ -103,6 +103,17 @@ def main():
         w = [step_wait[r].get(i, 0.0) / 1e6 for i in range(len(st))]
         print(f"| {r} | {statistics.median(st):.3f} | {min(st):.3f} | {max(st):.3f} | {statistics.median(w):.3f} | "
               f"{min(w):.3f} | {max(w):.3f} |")
+    phased = {r: d for r, d in ranks.items() if d.get("eager_phase_ms")}
+    if phased:
+        names = [n for n in next(iter(phased.values()))["eager_phase_ms"]]
+        print("\nper rank, its eager (profiled) steps: the step and each phase, ms a step (the untimed steps before the "
+              "traced ones)")
+        print("| rank | eager step | " + " | ".join(names) + " |")
+        print("|---|---|" + "---|" * len(names))
+        for r in sorted(phased):
+            d = phased[r]
+            print(f"| {r} | {statistics.mean(d['eager_step_ms']):.3f} | " +
+                  " | ".join(f"{d['eager_phase_ms'][n]:.3f}" for n in names) + " |")
     print("\nper collective, the group's lowest rank's view (us: mean / median)")
     print("| op | ranks | bytes | calls a step | whole | waiting | transfer |")
     print("|---|---|---|---|---|---|---|")

@@ -93,6 +93,12 @@ double step_bytes(const ReadCost& c, double tokens, double context, const std::v
   return bytes;
 }
 
+nlohmann::json phase_json(const PhaseTimes& t) {
+  nlohmann::json j;
+  for (int p = 0; p < kPhaseCount; ++p) j[phase_name(static_cast<Phase>(p))] = t[static_cast<size_t>(p)];
+  return j;
+}
+
 double mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x / static_cast<double>(v.size());
@@ -272,8 +278,17 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   comm_trace::enable(false);
   if (tracing) {
     const std::string path = fmt::format("{}.b{}.rank{}.json", o.comm_trace, B, world->rank());
+    // Beside its collectives, each rank's own eager steps and their phases (ms a step): bench latency reports
+    // rank 0's, and a rank the others wait for shows here in which phase it is slower.
+    nlohmann::json trace = nlohmann::json::parse(comm_trace::to_json(comm_trace::take(), world->rank(), step_ms));
+    if (!eager_ms.empty()) {
+      PhaseTimes per_step = phases;
+      for (double& t : per_step) t /= static_cast<double>(eager_ms.size());
+      trace["eager_step_ms"] = eager_ms;
+      trace["eager_phase_ms"] = phase_json(per_step);
+    }
     std::ofstream f(path);
-    f << comm_trace::to_json(comm_trace::take(), world->rank(), step_ms) << "\n";
+    f << trace.dump() << "\n";
     SY_CHECK(f.good(), "bench latency: cannot write the collective trace {}", path);
   }
   for (int64_t id : ids) engine.abort(id);
@@ -334,12 +349,6 @@ GenerateLayout check_bench_layout(const BenchOptions& o, int launched_ranks) {
                                           .kv_tokens = largest * (o.input_len + o.output_len),
                                           .kv_dtype = o.kv_dtype,
                                           .launched_ranks = launched_ranks});
-}
-
-nlohmann::json phase_json(const PhaseTimes& t) {
-  nlohmann::json j;
-  for (int p = 0; p < kPhaseCount; ++p) j[phase_name(static_cast<Phase>(p))] = t[static_cast<size_t>(p)];
-  return j;
 }
 
 int bench_latency(const BenchOptions& o, const BenchRank& rank) {
