@@ -35,6 +35,9 @@ uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Random fills of at least this many elements run on the OpenMP threads (a 1 GB model's fill took 8.7 s on one).
+constexpr int64_t kRandomParallelMin = int64_t{1} << 16;
+
 // Weights and KV on the CPU backend are stored as fp32 (weight_dtype() and kv_storage_dtype()).
 const float* f32(const void* p) { return static_cast<const float*>(p); }
 
@@ -124,7 +127,9 @@ class CpuBackend final : public Backend {
   void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
 
   void fill_random_normal(const RandomFillArgs& a) override {
-    // Box-Muller on two uniforms drawn from the element's own counter.
+    // Box-Muller on two uniforms drawn from the element's own counter: each element a function of its index
+    // alone, so the threads' split changes no value.
+#pragma omp parallel for schedule(static) if (a.n >= kRandomParallelMin)
     for (int64_t i = 0; i < a.n; ++i) {
       const uint64_t r1 = mix64(a.seed ^ mix64(static_cast<uint64_t>(2 * i)));
       const uint64_t r2 = mix64(a.seed ^ mix64(static_cast<uint64_t>(2 * i + 1)));
@@ -162,6 +167,7 @@ class CpuBackend final : public Backend {
     SY_CHECK(a.format == WeightFormat::int4_group || a.format == WeightFormat::nvfp4,
              "fill_random_q4: format {} is not a 4-bit form", static_cast<int>(a.format));
     auto* bytes = static_cast<uint8_t*>(a.dst);
+#pragma omp parallel for schedule(static) if (a.n_bytes >= kRandomParallelMin)
     for (int64_t i = 0; i < a.n_bytes; ++i) {
       bytes[i] = static_cast<uint8_t>(mix64(a.seed ^ mix64(static_cast<uint64_t>(i))) >> 24);
     }
