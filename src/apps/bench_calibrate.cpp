@@ -5,6 +5,7 @@
 // host), then the collectives together; rank 0 writes the file.
 #include "apps/bench_calibrate.h"
 
+#include <fmt/format.h>
 #include <omp.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@ struct CalibrateOptions {
   std::string out;
   bool quick = false;
   double max_seconds = 0;           // 0: the default bound of the device and grid
+  int passes = 0;                   // 0: 3 on a CPU's full grid, else 1 (OpsRun::passes)
   std::vector<std::string> models;  // --model: the grid holds these models' shapes only
 };
 
@@ -104,6 +106,7 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
   auto be = make_backend(device);
   const bool cpu = be->device() == Device::cpu;
 
+  const int passes = o.passes > 0 ? o.passes : (cpu && !o.quick ? 3 : 1);
   CalibrationProfile p;
   p.machine = {.device = cpu ? "cpu" : "cuda",
                .name = be->device_name(),
@@ -114,6 +117,7 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
                .transport = "none",
                .date = utc_now(),
                .quick = o.quick,
+               .passes = passes,
                .weight_dtype = be->weight_dtype() == DType::bf16 ? "bf16" : "f32",
                .models = o.models};
   const TimingPolicy timing{.graphs = !cpu,
@@ -124,11 +128,14 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
   const double bound = time_bound(o);
   if (report) {
     std::printf(
-        "bench calibrate: %s (%s), %.0f GB, %d CPU thread%s, %d rank%s, %s grid within %.0f s; each point the median "
-        "over %d batches of back-to-back calls of at least %.1f ms%s%s\n",
+        "bench calibrate: %s (%s), %.0f GB, %d CPU thread%s, %d rank%s, %s grid within %.0f s%s; each point the "
+        "median over %d batches of back-to-back calls of at least %.1f ms%s%s\n",
         device.c_str(), p.machine.name.c_str(), p.machine.memory_gb, p.machine.cpu_threads,
         p.machine.cpu_threads == 1 ? "" : "s", W, W == 1 ? "" : "s",
-        o.quick ? "quick" : (o.models.empty() ? "full" : "the models'"), bound, timing.repeats, timing.batch_us / 1e3,
+        o.quick ? "quick" : (o.models.empty() ? "full" : "the models'"), bound,
+        passes > 1 ? fmt::format(" in {} passes over it (a point's time: the median of its passes')", passes).c_str()
+                   : "",
+        timing.repeats, timing.batch_us / 1e3,
         timing.graphs ? ", replayed as one captured graph where the op allows" : "",
         cpu && W > 1 ? "; all ranks at once (the slowest kept; the median for the cold ops), then rank 0 alone" : "");
     std::fflush(stdout);
@@ -143,7 +150,8 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
                     .seconds = ops_seconds,
                     .memory_share = cpu ? 1.0 / W : 1.0,
                     .log = report,
-                    .lockstep = cpu && world != nullptr && W > 1 ? world : nullptr},
+                    .lockstep = cpu && world != nullptr && W > 1 ? world : nullptr,
+                    .passes = passes},
                    calibration_grid(be->device(), o.quick, described_models(o)), p.skipped);
   p.matrix_tflop_s = best_linear_rate(p.ops);
   if (p.matrix_tflop_s <= 0) p.matrix_tflop_s = time_matrix_rate(*be, timing);
@@ -225,6 +233,11 @@ CommandMain add_bench_calibrate_command(CLI::App& bench, Launch& launch) {
                   "bound on the whole run (default: 180 on cuda, 240 on cpu, 60 with --quick); the ops share it by "
                   "weight and points left out are listed in \"skipped\"")
       ->check(finite_range(1, 1e6));
+  cmd->add_option("--passes", o->passes,
+                  "passes over the whole grid, each in its share of the time; a point's time is the median of its "
+                  "passes' (default: 3 on a CPU, where a point timed once moves by tens of percent from one run to "
+                  "the next; 1 on a GPU and with --quick)")
+      ->check(CLI::Range(1, 100));
   return [o, &launch] { return run_calibrate(*o, launch); };
 }
 

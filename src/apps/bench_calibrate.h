@@ -60,6 +60,7 @@ struct MachineSection {
   std::string transport;  // "none", "mpi" or "nccl"
   std::string date;       // ISO 8601 UTC
   bool quick = false;
+  int passes = 1;                   // over the ops' grid (OpsRun::passes)
   std::string weight_dtype;         // "bf16" or "f32"
   std::vector<std::string> models;  // the model folders whose shapes made the grid (--model); empty: built-in
 };
@@ -130,6 +131,11 @@ struct OpsRun {
   // CPU ranks sharing the host: each point timed by all of them at once, the slowest kept, then by rank 0 alone
   // (nullptr: one rank, or GPUs of their own).
   Communicator* lockstep = nullptr;
+  // Passes over the whole grid, each in its share of `seconds`; a point's time is the middle of the passes that
+  // timed it (the median of three). CPU ranks on a shared host measured single points 0.7-1.6x apart from one
+  // calibration to the next minutes later (docs/perf-notes.md item 36): passes spread each point's samples over
+  // the run instead of a few milliseconds of it.
+  int passes = 1;
 };
 std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid,
                                  std::vector<SkippedPoint>& skipped);

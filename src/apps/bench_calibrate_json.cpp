@@ -64,6 +64,7 @@ nlohmann::ordered_json profile_json(const CalibrationProfile& p) {
                     {"transport", m.transport},
                     {"date", m.date},
                     {"quick", m.quick},
+                    {"passes", m.passes},
                     {"weight_dtype", m.weight_dtype}};
   if (!m.models.empty()) out["machine"]["models"] = m.models;
   out["rates"] = {{"copy_gb_s", rounded(p.copy_gb_s)}, {"matrix_tflop_s", rounded(p.matrix_tflop_s)}};

@@ -160,12 +160,28 @@ const std::vector<OpSpec>& calibrated_ops() {
   return specs;
 }
 
-std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid,
-                                 std::vector<SkippedPoint>& skipped) {
+namespace {
+
+// The middle of a point's times over the passes that timed it (the mean of the middle two for an even count);
+// zeros (not timed) left out, 0 when none.
+double middle(std::vector<double> v) {
+  std::erase(v, 0.0);
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// One pass over the grid within `seconds`; each timed point keyed by the grid's point (`keys`, parallel to the
+// tables' points), the recorded dims differing where a point records an outcome (the experts a routing touched).
+// `first_pass`: a series' first point is timed whatever the budget (later passes time only what their share of the
+// time allows: every point already has the first pass's time).
+std::vector<MeasuredOp> time_ops_pass(const OpsRun& run, const std::vector<OpGrid>& grid, double seconds,
+                                      bool first_pass, std::vector<SkippedPoint>& skipped,
+                                      std::vector<std::vector<CalibPoint>>& keys) {
   Backend& be = run.be;
-  SY_CHECK(be.kv_storage_dtype() == be.weight_dtype(), "bench calibrate fills the KV cache in the weight dtype");
   const Lockstep lock{.world = run.lockstep};
-  Budget budget{.seconds = run.seconds};
+  Budget budget{.seconds = seconds};
   for (const OpGrid& g : grid) budget.weight_left += g.weight;
   std::mt19937_64 rng(20240519);
   std::vector<MeasuredOp> tables;
@@ -176,6 +192,7 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
     const OpEntry& entry = find_op(g.op);
     const bool cold_op = g.op.ends_with("_cold");
     MeasuredOp table{.op = g.op, .dims = entry.spec.dims};
+    std::vector<CalibPoint> op_keys;
     const auto op_start = BenchClock::now();
     const double share = budget.share(g.weight);
     budget.weight_left -= g.weight;
@@ -197,7 +214,7 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
         const size_t later = series.size() - i - 1;
         // A series' first point is timed whatever the budget, so that no op or shape is left without points (the
         // planner would fall back to the preset's efficiencies, or to another shape's ratio).
-        if (i > 0 && lock.any(ms_since(series_start) / 1e3 > series_share)) {
+        if ((i > 0 || !first_pass) && lock.any(ms_since(series_start) / 1e3 > series_share)) {
           skip(point, fmt::format("the series' part ({:.2f} s) of the op's share of the time budget ({:.1f} s of "
                                   "--max-seconds) was spent; {} larger point(s) of this series not timed either",
                                   series_share, share, later));
@@ -268,6 +285,7 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
         const double alone = lock.alone([&] { return time_prepared(be, *prepared, run.timing); });
         const CalibPoint recorded = prepared->recorded.empty() ? point : prepared->recorded;
         table.points.push_back({.dims = recorded, .us = us, .alone_us = alone});
+        op_keys.push_back(point);
         if (us > run.timing.cut_us && later > 0) {
           skip(series[i + 1], fmt::format("one call at {} took {:.1f} ms, over the {:.0f} ms cut; this and {} larger "
                                           "point(s) of the series not timed",
@@ -283,9 +301,69 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
     }
     // An op none of whose points could be timed is left out (its points are in "skipped"); the profile reader
     // refuses an empty table.
-    if (!table.points.empty()) tables.push_back(std::move(table));
+    if (!table.points.empty()) {
+      tables.push_back(std::move(table));
+      keys.push_back(std::move(op_keys));
+    }
   }
   return tables;
+}
+
+}  // namespace
+
+std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid,
+                                 std::vector<SkippedPoint>& skipped) {
+  SY_CHECK(run.be.kv_storage_dtype() == run.be.weight_dtype(),
+           "bench calibrate fills the KV cache in the weight dtype");
+  SY_CHECK(run.passes >= 1, "bench calibrate: --passes must be at least 1, got {}", run.passes);
+  // Each pass the whole grid in its share of the time; a point's time the middle of the passes' (OpsRun::passes).
+  struct Merged {
+    CalibPoint dims;  // as the first pass that timed it recorded them
+    std::vector<double> us, alone_us;
+  };
+  std::vector<std::string> op_order;
+  std::map<std::string, std::vector<std::string>> op_dims;
+  std::map<std::string, std::vector<CalibPoint>> point_order;  // by op: the keys, first seen first
+  std::map<std::pair<std::string, CalibPoint>, Merged> merged;
+  std::map<std::pair<std::string, CalibPoint>, std::string> not_timed;  // the first pass's reason
+  const auto start = BenchClock::now();
+  for (int pass = 0; pass < run.passes; ++pass) {
+    // What is left of the time, shared by the passes left (a first pass over its share, timing every series'
+    // first point, leaves the later ones less).
+    const double left = std::max(0.0, run.seconds - ms_since(start) / 1e3) / (run.passes - pass);
+    if (run.log && run.passes > 1) {
+      std::printf("calibrate: pass %d of %d, %.1f s\n", pass + 1, run.passes, left);
+      std::fflush(stdout);
+    }
+    std::vector<SkippedPoint> pass_skipped;
+    std::vector<std::vector<CalibPoint>> keys;
+    const std::vector<MeasuredOp> tables = time_ops_pass(run, grid, left, pass == 0, pass_skipped, keys);
+    for (SkippedPoint& s : pass_skipped) not_timed.try_emplace({s.op, s.point}, std::move(s.why));
+    for (size_t t = 0; t < tables.size(); ++t) {
+      const MeasuredOp& m = tables[t];
+      if (op_dims.try_emplace(m.op, m.dims).second) op_order.push_back(m.op);
+      for (size_t i = 0; i < m.points.size(); ++i) {
+        const auto [it, fresh] = merged.try_emplace({m.op, keys[t][i]}, Merged{.dims = m.points[i].dims});
+        if (fresh) point_order[m.op].push_back(keys[t][i]);
+        it->second.us.push_back(m.points[i].us);
+        it->second.alone_us.push_back(m.points[i].alone_us);
+      }
+    }
+  }
+  std::vector<MeasuredOp> out;
+  for (const std::string& op : op_order) {
+    MeasuredOp m{.op = op, .dims = op_dims[op]};
+    for (const CalibPoint& key : point_order[op]) {
+      const Merged& p = merged.at({op, key});
+      m.points.push_back({.dims = p.dims, .us = middle(p.us), .alone_us = middle(p.alone_us)});
+    }
+    out.push_back(std::move(m));
+  }
+  // A point is skipped when no pass timed it.
+  for (auto& [key, why] : not_timed) {
+    if (!merged.contains(key)) skipped.push_back({.op = key.first, .point = key.second, .why = std::move(why)});
+  }
+  return out;
 }
 
 StepSection time_step_costs(Backend& be, const TimingPolicy& timing) {

@@ -98,6 +98,7 @@ TEST(BenchCalibrate, QuickProfileHasEveryOpWithItsDims) {
   EXPECT_EQ(m["ranks"], 1);
   EXPECT_EQ(m["transport"], "none");
   EXPECT_EQ(m["quick"], true);
+  EXPECT_EQ(m["passes"], 1) << "the quick grid is timed once";
   EXPECT_TRUE(m["name"].is_string() && !m["name"].get<std::string>().empty()) << m.dump(1);
   EXPECT_TRUE(m["host"].is_string()) << m.dump(1);
   EXPECT_TRUE(m["memory_gb"].is_number() && m["memory_gb"].get<double>() > 0) << m.dump(1);
@@ -148,6 +149,44 @@ TEST(BenchCalibrate, QuickProfileHasEveryOpWithItsDims) {
   fs::remove(out);
 }
 
+// The points of each op, as sorted dims lists.
+std::map<std::string, std::vector<std::vector<double>>> point_sets(const nlohmann::json& profile) {
+  std::map<std::string, std::vector<std::vector<double>>> out;
+  for (const auto& [op, t] : profile["ops"].items()) {
+    for (const auto& p : t["points"]) {
+      auto v = p.get<std::vector<double>>();
+      v.pop_back();  // the time
+      out[op].push_back(v);
+    }
+    std::sort(out[op].begin(), out[op].end());
+  }
+  return out;
+}
+
+// --passes 3: the grid timed three times and merged into one table per op, each point once (the quick grid fits
+// its bound, so every pass times every point: the same points as one pass, none twice, none listed as skipped).
+TEST(BenchCalibrate, PassesMergeIntoOnePointEach) {
+  const fs::path one = fs::temp_directory_path() / "sy_calibrate_pass1.json";
+  const fs::path three = fs::temp_directory_path() / "sy_calibrate_pass3.json";
+  const ScopedEnv one_thread("OMP_NUM_THREADS", "1");
+  const auto r1 = test::run_switchyard("bench calibrate --device cpu --quick --out " + one.string());
+  ASSERT_EQ(r1.code, 0) << r1.out;
+  const auto r3 = test::run_switchyard("bench calibrate --device cpu --quick --passes 3 --out " + three.string());
+  ASSERT_EQ(r3.code, 0) << r3.out;
+  EXPECT_NE(r3.out.find("pass 3 of 3"), std::string::npos) << r3.out;
+  const nlohmann::json j1 = test::read_json(one), j3 = test::read_json(three);
+  EXPECT_EQ(j3["machine"]["passes"], 3);
+  const auto p1 = point_sets(j1), p3 = point_sets(j3);
+  EXPECT_EQ(p3, p1);
+  for (const auto& [op, points] : p3) {
+    EXPECT_EQ(std::adjacent_find(points.begin(), points.end()), points.end()) << op << ": a point twice";
+  }
+  EXPECT_TRUE(j3["skipped"].empty()) << j3["skipped"].dump(1);
+  for (const auto& [op, t] : j3["ops"].items()) expect_points(t, t["dims"].size(), op);
+  fs::remove(one);
+  fs::remove(three);
+}
+
 fs::path bundled_model() {
   const char* env = std::getenv("SY_SOURCE_DIR");
   return fs::path(env ? env : SY_SOURCE_DIR) / "models" / "pydoc-moe";
@@ -164,6 +203,7 @@ TEST(BenchCalibrate, ATightBoundStillTimesEveryOp) {
   const nlohmann::json j = test::read_json(out);
   ASSERT_TRUE(j.is_object()) << "no profile in " << out << "\n" << r.out;
   EXPECT_EQ(j["machine"]["quick"], false);
+  EXPECT_EQ(j["machine"]["passes"], 3) << "a CPU's full grid is timed in three passes by default";
   for (const auto& [op, dims] : kOpDims) {
     ASSERT_TRUE(j["ops"].contains(op)) << op;
     EXPECT_FALSE(j["ops"][op]["points"].empty()) << op;
@@ -321,6 +361,7 @@ TEST(BenchCalibrate, RefusesBadFlagsBeforeMeasuring) {
                            {"--device cpu --ranks 0 --out p.json", "--ranks: Value 0 not in range 1"},
                            {"--device cpu", "--out is required"},
                            {"--device cpu --out p.json --max-seconds nan", "--max-seconds"},
+                           {"--device cpu --out p.json --passes 0", "--passes: Value 0 not in range 1"},
                            {"--device cpu --out p.json --model " + missing, "--model"},
                            {"--device cpu --quick --out p.json --model " + bundled_model().string(),
                             "--model and --quick exclude each other"},
