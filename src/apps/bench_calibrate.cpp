@@ -127,15 +127,19 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
                             .cut_us = 50000};
   const double bound = time_bound(o);
   if (report) {
+    const int per_pass = std::max(1, timing.repeats / passes);
+    const std::string how =
+        passes > 1 ? fmt::format(
+                         "each point timed in {} passes over the grid, {} batch{} of back-to-back calls of at "
+                         "least {:.1f} ms a pass, its time the median of the passes'",
+                         passes, per_pass, per_pass == 1 ? "" : "es", timing.batch_us / 1e3)
+                   : fmt::format("each point the median over {} batches of back-to-back calls of at least {:.1f} ms",
+                                 timing.repeats, timing.batch_us / 1e3);
     std::printf(
-        "bench calibrate: %s (%s), %.0f GB, %d CPU thread%s, %d rank%s, %s grid within %.0f s%s; each point the "
-        "median over %d batches of back-to-back calls of at least %.1f ms%s%s\n",
+        "bench calibrate: %s (%s), %.0f GB, %d CPU thread%s, %d rank%s, %s grid within %.0f s; %s%s%s\n",
         device.c_str(), p.machine.name.c_str(), p.machine.memory_gb, p.machine.cpu_threads,
         p.machine.cpu_threads == 1 ? "" : "s", W, W == 1 ? "" : "s",
-        o.quick ? "quick" : (o.models.empty() ? "full" : "the models'"), bound,
-        passes > 1 ? fmt::format(" in {} passes over it (a point's time: the median of its passes')", passes).c_str()
-                   : "",
-        timing.repeats, timing.batch_us / 1e3,
+        o.quick ? "quick" : (o.models.empty() ? "full" : "the models'"), bound, how.c_str(),
         timing.graphs ? ", replayed as one captured graph where the op allows" : "",
         cpu && W > 1 ? "; all ranks at once (the slowest kept; the median for the cold ops), then rank 0 alone" : "");
     std::fflush(stdout);
@@ -234,9 +238,9 @@ CommandMain add_bench_calibrate_command(CLI::App& bench, Launch& launch) {
                   "weight and points left out are listed in \"skipped\"")
       ->check(finite_range(1, 1e6));
   cmd->add_option("--passes", o->passes,
-                  "passes over the whole grid, each in its share of the time; a point's time is the median of its "
-                  "passes' (default: 3 on a CPU, where a point timed once moves by tens of percent from one run to "
-                  "the next; 1 on a GPU and with --quick)")
+                  "passes over the whole grid, each in its share of the time and the repeats spread over them; a "
+                  "point's time is the median of its passes' (default: 3 on a CPU, where a point timed in a few "
+                  "milliseconds moves by tens of percent from one run to the next; 1 on a GPU and with --quick)")
       ->check(CLI::Range(1, 100));
   return [o, &launch] { return run_calibrate(*o, launch); };
 }

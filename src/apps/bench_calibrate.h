@@ -131,10 +131,10 @@ struct OpsRun {
   // CPU ranks sharing the host: each point timed by all of them at once, the slowest kept, then by rank 0 alone
   // (nullptr: one rank, or GPUs of their own).
   Communicator* lockstep = nullptr;
-  // Passes over the whole grid, each in its share of `seconds`; a point's time is the middle of the passes that
-  // timed it (the median of three). CPU ranks on a shared host measured single points 0.7-1.6x apart from one
-  // calibration to the next minutes later (docs/perf-notes.md item 36): passes spread each point's samples over
-  // the run instead of a few milliseconds of it.
+  // Passes over the whole grid, each in its share of `seconds` and with timing.repeats / passes of the repeats
+  // (at least one); a point's time is the middle of the passes that timed it (the median of three). CPU ranks on a
+  // shared host measured single points 0.7-1.6x apart from one calibration to the next minutes later
+  // (docs/perf-notes.md item 36): passes spread each point's samples over the run instead of a few milliseconds.
   int passes = 1;
 };
 std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid,

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Compares two machine profiles of `bench calibrate` point by point: for each op, the points both timed and the
+spread of their time ratio (A / B). Two calibrations of one machine minutes apart say how far a single point can
+be trusted; docs/perf-notes.md item 36.
+
+    python3 bench/profile_diff.py A.json B.json [--alone]
+"""
+import argparse
+import json
+import statistics
+
+
+def points(profile, which):
+    out = {}
+    for op, table in profile.get(which, {}).items():
+        out[op] = {tuple(p[:-1]): p[-1] for p in table["points"]}
+    return out
+
+
+def quantile(sorted_values, q):
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--alone", action="store_true", help="compare the ops_alone tables (rank 0 alone) instead")
+    args = ap.parse_args()
+    which = "ops_alone" if args.alone else "ops"
+    with open(args.a) as f:
+        pa = points(json.load(f), which)
+    with open(args.b) as f:
+        pb = points(json.load(f), which)
+    print(f"{which}: time ratio A / B of the points both profiles timed ({args.a} / {args.b})")
+    print("| op | points | median | p10 | p90 | outside 0.8-1.25 |")
+    print("|---|---|---|---|---|---|")
+    every = []
+    for op in sorted(set(pa) & set(pb)):
+        common = [k for k in pa[op] if k in pb[op] and pb[op][k] > 0 and pa[op][k] > 0]
+        if not common:
+            continue
+        r = sorted(pa[op][k] / pb[op][k] for k in common)
+        every += r
+        out = sum(1 for v in r if v < 0.8 or v > 1.25)
+        print(f"| {op} | {len(r)} | {statistics.median(r):.2f} | {quantile(r, 0.1):.2f} | {quantile(r, 0.9):.2f} | "
+              f"{out} ({100.0 * out / len(r):.0f}%) |")
+    if every:
+        every.sort()
+        out = sum(1 for v in every if v < 0.8 or v > 1.25)
+        print(f"| all | {len(every)} | {statistics.median(every):.2f} | {quantile(every, 0.1):.2f} | "
+              f"{quantile(every, 0.9):.2f} | {out} ({100.0 * out / len(every):.0f}%) |")
+
+
+if __name__ == "__main__":
+    main()
