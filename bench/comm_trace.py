@@ -14,6 +14,10 @@ exchanges no data with the last member (an all-to-all-v with zero counts to and 
 member enters: its transfer comes out negative and its wait overlaps its next calls'. Read the ranks that exchange
 data with every member (rank 0 of a batch-1 step holds the token).
 
+Each file also holds its rank's eager (profiled) steps by phase, the steps bench latency runs before the traced
+ones: printed per rank, they show in which phase a rank the others wait for is slower (bench latency itself
+reports rank 0's phases only).
+
     python3 bench/comm_trace.py PREFIX.b1           # the files PREFIX.b1.rank*.json
 """
 import argparse
