@@ -276,21 +276,6 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
     step_ms.push_back(ms_since(s0));
   }
   comm_trace::enable(false);
-  if (tracing) {
-    const std::string path = fmt::format("{}.b{}.rank{}.json", o.comm_trace, B, world->rank());
-    // Beside its collectives, each rank's own eager steps and their phases (ms a step): bench latency reports
-    // rank 0's, and a rank the others wait for shows here in which phase it is slower.
-    nlohmann::json trace = nlohmann::json::parse(comm_trace::to_json(comm_trace::take(), world->rank(), step_ms));
-    if (!eager_ms.empty()) {
-      PhaseTimes per_step = phases;
-      for (double& t : per_step) t /= static_cast<double>(eager_ms.size());
-      trace["eager_step_ms"] = eager_ms;
-      trace["eager_phase_ms"] = phase_json(per_step);
-    }
-    std::ofstream f(path);
-    f << trace.dump() << "\n";
-    SY_CHECK(f.good(), "bench latency: cannot write the collective trace {}", path);
-  }
   for (int64_t id : ids) engine.abort(id);
   SY_CHECK(!eager_ms.empty(), "no decode steps ran; use --output-len of at least 2");
   r.decode_step_ms = median(step_ms.empty() ? eager_ms : step_ms);
@@ -323,6 +308,17 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   const double host_sampling = sampling / n;
   r.sampling_ms = host_sampling + r.phases[static_cast<size_t>(Phase::sampling)];
   r.other_ms = std::max(0.0, eager_mean - accounted - host_sampling) + r.phases[static_cast<size_t>(Phase::other)];
+  if (tracing) {
+    const std::string path = fmt::format("{}.b{}.rank{}.json", o.comm_trace, B, world->rank());
+    // Beside its collectives, each rank's own eager steps and their phases (ms a step): bench latency reports
+    // rank 0's, and a rank the others wait for shows here in which phase it is slower.
+    nlohmann::json trace = nlohmann::json::parse(comm_trace::to_json(comm_trace::take(), world->rank(), step_ms));
+    trace["eager_step_ms"] = eager_ms;
+    trace["eager_phase_ms"] = phase_json(r.phases);
+    std::ofstream f(path);
+    f << trace.dump() << "\n";
+    SY_CHECK(f.good(), "bench latency: cannot write the collective trace {}", path);
+  }
   return r;
 }
 
