@@ -17,6 +17,12 @@ the planner's assumption; a model of random weights routes its tokens alike). Un
 latency starts itself under mpirun with OMP_NUM_THREADS = cores / W (leave OMP_NUM_THREADS unset
 so that the calibration and the bench split the cores alike).
 
+--repeats N runs each layout's bench once in full (prefill and decode), then N - 1 rounds of
+`bench latency --decode-only` over every layout measured (each round in the reverse order of the
+one before), so that a case's runs fall at different points of the call and a slow minute of the
+machine does not land on one layout's runs alone; a case's decode figures are those of its median
+run, its prefill the full run's, and table.md lists the runs' range.
+
 Sets:
   one-gpu    device cuda, one GPU: qwen3-30b-a3b, mixtral-8x7b, kimi-k2-4layers (bench/configs)
              x input 512 and 8192 x batch 1, 10, 64, 256.
@@ -392,6 +398,104 @@ def replan(args, cases, runs, meta):
             print(f"[replan] {label}: {p['status']}: {c['note'][:160]}", flush=True)
 
 
+def bench_run(args, runner, item, i, timeout):
+    """Run i of a layout's bench command (0: prefill and decode; later: --decode-only), its rows added to
+    item["runs_rows"]."""
+    cmd, json_path, label = item["cmd"], item["json_path"], item["label"]
+    if args.repeats > 1:
+        rep_json = json_path.with_name(f"{json_path.stem}.run{i}.json")
+        cmd = [str(rep_json) if x == str(json_path) else str(x) for x in cmd]
+        if i > 0:
+            cmd.append("--decode-only")
+        label = f"{label} run {i + 1}/{args.repeats}" + (" (decode only)" if i > 0 else "")
+    else:
+        rep_json = json_path
+    rec, out, err = runner.run("bench", cmd, timeout, label)
+    if args.dry_run:
+        return
+    if i == 0:
+        item["rec"], item["err"] = rec, err
+    rows, meta, source = read_bench(rep_json, out, item["input_len"])
+    item["runs_rows"].append((rec, (rows, meta, source)))
+
+
+def merged_rows(runs_rows):
+    """Per batch: the first run's figures (it alone times prefill) with the decode figures of the run whose
+    decode step is the median of all runs (the lower middle one of an even count), and every run's step."""
+    first, by_batch = {}, {}
+    for n, (_, (rws, _, _)) in enumerate(runs_rows):
+        for b, r in rws.items():
+            if n == 0:
+                first[b] = r
+            by_batch.setdefault(b, []).append(r)
+    rows = {}
+    for b, rs in by_batch.items():
+        rs = sorted(rs, key=lambda r: r.get("decode_step_ms") or 0)
+        mid = rs[(len(rs) - 1) // 2]
+        row = dict(first.get(b) or mid)
+        for k, v in mid.items():
+            if k.startswith("decode_"):
+                row[k] = v
+        if len(runs_rows) > 1:
+            row["decode_step_ms_runs"] = [r.get("decode_step_ms") for r in rs]
+        rows[b] = row
+    return rows
+
+
+def settle(item, set_name):
+    """A layout's cases measured from its runs so far (merged_rows), compared, and a line printed."""
+    rec, err = item["rec"], item.get("err", "")
+    rows, bench_meta, source = merged_rows(item["runs_rows"]), None, None
+    for _, (_, bm, src) in item["runs_rows"]:
+        bench_meta, source = bench_meta or bm, source or src
+    for c in item["group"]:
+        c["bench_command_id"] = rec["id"]
+        r = rows.get(c["batch"])
+        if r is None:
+            c["status"] = "bench timed out" if rec["timed_out"] else "bench failed"
+            c["note"] = tail(err, 400).strip()
+            continue
+        c["measured"] = r
+        c["measured_source"] = source
+        if bench_meta:
+            c["bench_meta"] = bench_meta
+            bflags = (bench_meta.get("layout") or {}).get("flags")
+            pflags = (c.get("plan") or {}).get("flags")
+            if bflags and pflags and bflags != pflags:
+                c["layout_mismatch"] = f"plan {pflags} vs bench {bflags}"
+        c["status"] = "ok"
+        compare(c)
+    done = [c for c in item["group"] if c["status"] == "ok"]
+    runs = len(item["runs_rows"])
+    print(f"[{set_name}] {item['label']}: bench rc {rec['rc']} in {rec['seconds']:.0f} s"
+          + (f", {runs} runs" if runs > 1 else "")
+          + "".join(f"; b{c['batch']} decode {pct(c['error']['decode'])} prefill "
+                    f"{pct(c['error']['prefill'])}" for c in done)
+          + ("" if rec["rc"] == 0 else f"; {tail(err, 200).strip()!r}"), flush=True)
+
+
+def finish_rounds(args, runner, repeating, set_name, cases, meta, t_start):
+    """--repeats N: rounds 2..N over every layout measured in round 1, each round in the reverse order of the
+    one before (a layout's runs fall at different points of the call), decode only; the reports rewritten
+    after each round. A round stops where the --budget does: the cases keep the runs they have."""
+    order = list(repeating)
+    for i in range(1, max(1, args.repeats)):
+        order.reverse()
+        for item in order:
+            if not any(c["status"] == "ok" for c in item["group"]):
+                continue
+            timeout = args.timeout
+            if args.budget:
+                left = args.budget - (time.monotonic() - t_start)
+                if left < 30:
+                    print(f"[{set_name}] round {i + 1}: stopped, {left:.0f} s of --budget left", flush=True)
+                    return
+                timeout = min(timeout, left)
+            bench_run(args, runner, item, i, timeout)
+            settle(item, set_name)
+        write_reports(args.out, meta, runner.records, cases, rank_agreement(cases))
+
+
 def run_set(args, set_name, spec, runner, cases, meta, t_start):
     sy = str(Path(args.switchyard).resolve()) if not args.dry_run else args.switchyard
     device = spec["device"]
@@ -409,6 +513,7 @@ def run_set(args, set_name, spec, runner, cases, meta, t_start):
         layouts = [x for x in args.layouts]
     batches = args.batches or spec["batches"]
     input_lens = args.input_len or spec["input_lens"]
+    repeating = []  # each layout's bench command and its runs so far (--repeats)
     for model, model_dir in models.items():
         for input_len in input_lens:
             for layout in layouts:
@@ -468,63 +573,18 @@ def run_set(args, set_name, spec, runner, cases, meta, t_start):
                     for c in group:
                         c["status"] = "not run (--plan-only)"
                     continue
-                # --repeats N: the bench N times; each batch keeps the run whose decode step is the median of
-                # the N (all of its figures, so its phases add up), and lists every run's step.
-                runs_rows = []
-                for i in range(max(1, args.repeats)):
-                    if i > 0 and args.budget:
-                        left = args.budget - (time.monotonic() - t_start)
-                        if left < 30:
-                            break
-                        timeout = min(timeout, left)
-                    rep_cmd, rep_label = cmd, label
-                    if args.repeats > 1:
-                        rep_json = json_path.with_name(f"{json_path.stem}.run{i}.json")
-                        rep_cmd = [rep_json if x == str(json_path) else x for x in cmd]
-                        rep_cmd = [str(x) for x in rep_cmd]
-                        rep_label = f"{label} run {i + 1}/{args.repeats}"
-                    else:
-                        rep_json = json_path
-                    rec, out, err = runner.run("bench", rep_cmd, timeout, rep_label)
-                    if args.dry_run:
-                        break
-                    runs_rows.append((rec, read_bench(rep_json, out, input_len)))
+                # --repeats N: this first run times prefill and decode; rounds 2..N (after every case's first
+                # run, finish_rounds) time the decode steps again with --decode-only, so that a case's runs
+                # are spread over the whole call rather than back to back.
+                item = {"group": group, "cmd": cmd, "json_path": json_path, "label": label,
+                        "input_len": input_len, "runs_rows": [], "rec": None}
+                bench_run(args, runner, item, 0, timeout)
                 if args.dry_run:
                     continue
-                rows, bench_meta, source = {}, None, None
-                all_steps = {}
-                for _, (rws, bm, src) in runs_rows:
-                    bench_meta, source = bench_meta or bm, source or src
-                    for b, r in rws.items():
-                        all_steps.setdefault(b, []).append(r)
-                for b, rs in all_steps.items():
-                    rs = sorted(rs, key=lambda r: r.get("decode_step_ms") or 0)
-                    rows[b] = dict(rs[(len(rs) - 1) // 2])
-                    if len(runs_rows) > 1:
-                        rows[b]["decode_step_ms_runs"] = [r.get("decode_step_ms") for r in rs]
-                for c in group:
-                    c["bench_command_id"] = rec["id"]
-                    r = rows.get(c["batch"])
-                    if r is None:
-                        c["status"] = "bench timed out" if rec["timed_out"] else "bench failed"
-                        c["note"] = tail(err, 400).strip()
-                        continue
-                    c["measured"] = r
-                    c["measured_source"] = source
-                    if bench_meta:
-                        c["bench_meta"] = bench_meta
-                        bflags = (bench_meta.get("layout") or {}).get("flags")
-                        pflags = (c.get("plan") or {}).get("flags")
-                        if bflags and pflags and bflags != pflags:
-                            c["layout_mismatch"] = f"plan {pflags} vs bench {bflags}"
-                    c["status"] = "ok"
-                    compare(c)
-                done = [c for c in group if c["status"] == "ok"]
-                print(f"[{set_name}] {label}: bench rc {rec['rc']} in {rec['seconds']:.0f} s"
-                      + "".join(f"; b{c['batch']} decode {pct(c['error']['decode'])} prefill "
-                                f"{pct(c['error']['prefill'])}" for c in done)
-                      + ("" if rec["rc"] == 0 else f"; {tail(err, 200).strip()!r}"), flush=True)
+                settle(item, set_name)
+                repeating.append(item)
                 write_reports(args.out, meta, runner.records, cases, rank_agreement(cases))
+    finish_rounds(args, runner, repeating, set_name, cases, meta, t_start)
 
 
 def main():
@@ -550,8 +610,9 @@ def main():
     ap.add_argument("--batches", type=lambda s: parse_list(s, int), help="e.g. 1,64")
     ap.add_argument("--timeout", type=float, default=540, help="seconds per bench run")
     ap.add_argument("--repeats", type=int, default=1,
-                    help="bench each case this many times and keep, per batch, the run with the median decode "
-                         "step (CPU ranks at batch 1 vary 12-37%% run to run on one machine)")
+                    help="bench each case this many times: one full run, then rounds of --decode-only runs over "
+                         "every case (each round in the reverse order of the one before); a case's decode "
+                         "figures are the median run's (CPU ranks vary 12-40%% run to run on one machine)")
     ap.add_argument("--budget", type=float, default=0,
                     help="seconds for the whole run: no bench starts with under 30 s left")
     ap.add_argument("--dry-run", action="store_true", help="print the commands only")

@@ -138,12 +138,21 @@ def case_row(c):
             fmt(dec.get("ms")), fmt(meas.get("decode_step_ms")), pct(e.get("decode")),
             fmt(dec.get("eager_ms")), fmt(meas.get("decode_eager_step_ms")),
             pct(e.get("decode_eager")),
-            fmt(pre.get("ms"), 1), fmt(meas.get("prefill_ms"), 1), pct(e.get("prefill")), status]
+            fmt(pre.get("ms"), 1), fmt(meas.get("prefill_ms"), 1), pct(e.get("prefill")),
+            runs_cell(meas.get("decode_step_ms_runs")), status]
+
+
+def runs_cell(runs):
+    """A case's decode runs: their count and range (ms), "-" for one run."""
+    runs = [r for r in runs or [] if r]
+    if len(runs) < 2:
+        return "-"
+    return f"{len(runs)}: {fmt(min(runs))}–{fmt(max(runs))}"
 
 
 CASE_HEAD = ["model", "in", "layout", "W", "batch", "decode pred ms", "decode meas ms", "err",
              "eager pred", "eager meas", "err", "prefill pred ms", "prefill meas ms", "err",
-             "status"]
+             "decode runs ms", "status"]
 
 
 def phase_table(c):

@@ -16,7 +16,8 @@
 # ("calibrate accuracy"), RANKS (cpu calibrations, "1 2 4 8"), RECAL=1, CAL_TIMEOUT (s per calibration, 300),
 # CAL_SECONDS (calibrate's own --max-seconds bound; a CPU grid is timed in 3 passes, docs/perf-notes.md item 36:
 # 50 s times 6-8% fewer points than one pass did), CAL_MODELS (cpu: calibrate's --model arguments, default the
-# set's two models; empty: the built-in grid), REPEATS (bench runs a case, the median kept), LIMIT (570), NAME
+# set's two models; empty: the built-in grid), REPEATS (bench runs a case: one full run, then rounds of
+# --decode-only runs over every case, the median decode kept), LIMIT (570), NAME
 # (carry folder, pa), PACK=1 (pack $OUT for the device tool's 8 files). A profile from an earlier call can come
 # back in .devcarry/$NAME/profiles/.
 # .devcarry/$NAME/bin.tar.xz: bin/ (build-cuda, stripped: switchyard) and lib/ (the shared libraries it needs, flat).

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -38,6 +39,7 @@ struct BenchOptions {
   int64_t max_batch_tokens = 8192;
   int64_t block_size = 16;
   int64_t warmup_prompts = 0;  // --warmup-prompts: prompts in each untimed prefill pass; 0: the batch
+  bool decode_only = false;    // --decode-only: no prefill passes but the decode sequences' own
   std::string json;
   std::string comm_trace;  // --comm-trace: each rank's collectives of the timed steps to PREFIX.b<B>.rank<R>.json
   LayoutFlags layout;
@@ -105,6 +107,9 @@ double mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : s;
 }
 
+// Adds `count` random prompts of --input-len tokens, each to generate `new_tokens`; returns their ids.
+using AddPrompts = std::function<std::vector<int64_t>(int64_t new_tokens, int64_t count)>;
+
 struct BatchResult {
   int64_t batch = 0;
   double prefill_ms = 0, prefill_tok_s = 0, prefill_floor_ms = 0;
@@ -125,40 +130,14 @@ struct BatchResult {
   bool prefill_counted = false;
 };
 
-// Every rank of a layout runs this alike: the same prompts (the generator is seeded), the same steps.
-BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t B, double bandwidth, double matrix_rate,
-                      Communicator* world) {
-  const ModelInfo& info = model.info();
-  // Decode is timed over steps that carry all B sequences. Prompts are prefilled a budget of max_batch_tokens
-  // a step, the running ones decoding meanwhile, so the first sequences hold up to `lead` tokens more than the
-  // last when every prompt is in: each decode sequence may generate that many beyond output_len (its KV
-  // reserved), and is aborted once the timed steps are done.
-  const int64_t prefill_per_step = o.max_batch_tokens - B;  // at least 1 (check_options)
-  const int64_t lead = (B * o.input_len + prefill_per_step - 1) / prefill_per_step + 1;
-  const int64_t per_seq = o.input_len + o.output_len + lead;
-  EngineConfig config{.block_size = o.block_size,
-                      .kv_blocks = B * ((per_seq + o.block_size - 1) / o.block_size) + B,
-                      .scheduler = {.max_batch_tokens = o.max_batch_tokens, .max_seqs = std::max<int64_t>(B, 1)}};
-  Engine engine(model, be, config);
-  std::mt19937 rng(static_cast<uint32_t>(1000 + B));
-  std::uniform_int_distribution<int32_t> token(1, static_cast<int32_t>(info.vocab_size - 1));
-  const auto add_prompts = [&](int64_t new_tokens, int64_t count) {
-    std::vector<int64_t> added;
-    for (int64_t b = 0; b < count; ++b) {
-      std::vector<int32_t> prompt(static_cast<size_t>(o.input_len));
-      for (auto& t : prompt) t = token(rng);
-      added.push_back(engine.add({.prompt = prompt, .max_new_tokens = new_tokens}));
-    }
-    return added;
-  };
-  BatchResult r{.batch = B};
-  // Prefill is measured in steady state, as a server runs it: two untimed passes of the same shapes first
-  // (the first sizes the scratch memory and sees each step shape, the second captures the graphs), then the
-  // timed pass (B prompts, one token each: prefill alone, as the planner predicts it; the decode sequences'
-  // own prefill below has the first ones decoding in its steps when the prompts take several), then one
-  // profiled pass (eager, device events) for the prefill phase breakdown. With --warmup-prompts the untimed
-  // passes hold fewer prompts: a pass of many full steps sees its step shapes in its first few, and a batch of
-  // 256 prompts of 8,192 tokens would otherwise spend minutes in them.
+// The prefill passes (bench latency without --decode-only): two untimed passes of the same shapes first (the
+// first sizes the scratch memory and sees each step shape, the second captures the graphs), then the timed pass
+// (B prompts, one token each: prefill alone, as the planner predicts it), then one profiled pass (eager, device
+// events) for the prefill phase breakdown. With --warmup-prompts the untimed passes hold fewer prompts: a pass of
+// many full steps sees its step shapes in its first few, and a batch of 256 prompts of 8,192 tokens would
+// otherwise spend minutes in them.
+void measure_prefill(Engine& engine, Backend& be, const BenchOptions& o, int64_t B, const AddPrompts& add_prompts,
+                     Communicator* world, bool count, const ReadCost& c, BatchResult& r) {
   const int64_t warm = o.warmup_prompts > 0 ? std::min(B, o.warmup_prompts) : B;
   const int64_t processed0 = engine.tokens_processed();
   for (int pass = 0; pass < 2; ++pass) {
@@ -182,8 +161,6 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   add_prompts(1, B);
   // The profiled pass also counts the experts each MoE layer's routing chose in each of its steps (marked on
   // the device, read after each step), against uniform routing's expectation at the step's tokens.
-  const ReadCost& c = info.cost;
-  const bool count = world == nullptr || world->size() == 1;
   be.set_expert_counting(count);
   int64_t tokens_before = engine.tokens_processed();
   double prefill_counted = 0, prefill_uniform = 0;
@@ -210,6 +187,43 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   }
   r.prefill_phases = be.take_phase_times();
   be.set_profiling(false);
+}
+
+// Every rank of a layout runs this alike: the same prompts (the generator is seeded), the same steps.
+BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t B, double bandwidth, double matrix_rate,
+                      Communicator* world) {
+  const ModelInfo& info = model.info();
+  // Decode is timed over steps that carry all B sequences. Prompts are prefilled a budget of max_batch_tokens
+  // a step, the running ones decoding meanwhile, so the first sequences hold up to `lead` tokens more than the
+  // last when every prompt is in: each decode sequence may generate that many beyond output_len (its KV
+  // reserved), and is aborted once the timed steps are done.
+  const int64_t prefill_per_step = o.max_batch_tokens - B;  // at least 1 (check_options)
+  const int64_t lead = (B * o.input_len + prefill_per_step - 1) / prefill_per_step + 1;
+  const int64_t per_seq = o.input_len + o.output_len + lead;
+  EngineConfig config{.block_size = o.block_size,
+                      .kv_blocks = B * ((per_seq + o.block_size - 1) / o.block_size) + B,
+                      .scheduler = {.max_batch_tokens = o.max_batch_tokens, .max_seqs = std::max<int64_t>(B, 1)}};
+  Engine engine(model, be, config);
+  std::mt19937 rng(static_cast<uint32_t>(1000 + B));
+  std::uniform_int_distribution<int32_t> token(1, static_cast<int32_t>(info.vocab_size - 1));
+  const AddPrompts add_prompts = [&](int64_t new_tokens, int64_t count) {
+    std::vector<int64_t> added;
+    for (int64_t b = 0; b < count; ++b) {
+      std::vector<int32_t> prompt(static_cast<size_t>(o.input_len));
+      for (auto& t : prompt) t = token(rng);
+      added.push_back(engine.add({.prompt = prompt, .max_new_tokens = new_tokens}));
+    }
+    return added;
+  };
+  BatchResult r{.batch = B};
+  // Prefill is measured in steady state, as a server runs it (measure_prefill; the decode sequences' own
+  // prefill below has the first ones decoding in its steps when the prompts take several). --decode-only skips
+  // it: repeated runs of a case for its decode step (bench/plan_accuracy.py --repeats), where the prefill
+  // passes would take most of the run.
+  const ReadCost& c = info.cost;
+  const bool count = world == nullptr || world->size() == 1;
+  if (!o.decode_only) measure_prefill(engine, be, o, B, add_prompts, world, count, c, r);
+
   // Within the model's context (the check below says so should a sequence then end before the timed steps do).
   const std::vector<int64_t> ids =
       add_prompts(std::max(o.output_len, std::min(o.output_len + lead, info.max_position_embeddings - o.input_len)), B);
@@ -220,7 +234,7 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   be.synchronize();
   if (world != nullptr) world->barrier();  // the decode steps start together
   const double T = static_cast<double>(B * o.input_len);
-  r.prefill_tok_s = T / (r.prefill_ms * 1e-3);
+  if (!o.decode_only) r.prefill_tok_s = T / (r.prefill_ms * 1e-3);
   const double prefill_flops = 2.0 * T * c.active_params_per_token + 2.0 * T *
                                                                          (static_cast<double>(o.input_len) / 2.0) *
                                                                          static_cast<double>(c.attn_heads_x_dims);
@@ -400,13 +414,17 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
           info.architecture.c_str(), static_cast<long long>(layers), weight_gb, load_s, rank.device.c_str(),
           bandwidth / 1e9, matrix_rate / 1e12);
     }
+    const std::string prefill_note =
+        o.decode_only ? std::string("not measured (--decode-only)")
+                      : fmt::format("one timed pass after two untimed ones of the same shapes{}",
+                                    o.warmup_prompts > 0 ? fmt::format(" (of at most {} prompts)", o.warmup_prompts)
+                                                         : std::string());
     std::printf(
-        "input %lld, output %lld tokens per sequence; prefill: one timed pass after two untimed ones of the "
-        "same shapes%s; step ms: median decode step (captured where the device can); eager ms and the phases "
+        "input %lld, output %lld tokens per sequence; prefill: %s; step ms: median decode step (captured where the "
+        "device can); eager ms and the phases "
         "(ms per step, device events): the first decode steps, uncaptured; the decode floor reads the experts "
         "their routing touched; routing: %s\n\n",
-        static_cast<long long>(o.input_len), static_cast<long long>(o.output_len),
-        o.warmup_prompts > 0 ? fmt::format(" (of at most {} prompts)", o.warmup_prompts).c_str() : "",
+        static_cast<long long>(o.input_len), static_cast<long long>(o.output_len), prefill_note.c_str(),
         o.routing == "uniform" ? "uniform (each token's experts drawn uniformly, the router's weights kept)"
                                : "the model's");
     std::printf("%6s %12s %9s | %9s %11s %9s %7s | %9s | %9s %7s %8s %8s %8s %7s %13s %8s %7s\n", "batch",
@@ -422,6 +440,7 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
       {"output_len", o.output_len},
       {"routing", o.routing},
       {"warmup_prompts", o.warmup_prompts > 0 ? nlohmann::json(o.warmup_prompts) : nlohmann::json(nullptr)},
+      {"decode_only", o.decode_only},
       {"copy_bandwidth_gb_s", bandwidth / 1e9},
       {"matrix_tflop_s", matrix_rate / 1e12},
       {"weight_gb", weight_gb},
@@ -438,14 +457,15 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
     results.push_back(r);
     if (!rank.reports()) continue;
     const auto ph = [&](Phase p) { return r.phases[static_cast<size_t>(p)]; };
-    const double prefill_pct = 100.0 * r.prefill_floor_ms / r.prefill_ms;
+    const double prefill_pct = o.decode_only ? 0.0 : 100.0 * r.prefill_floor_ms / r.prefill_ms;
     const double decode_pct = 100.0 * r.decode_floor_ms / r.decode_step_ms;
     std::printf(
-        "%6lld %12.0f %8.1f%% | %9.3f %11.0f %9.3f %6.1f%% | %9.3f | %9.3f %7.3f %8.3f %8.3f %8.3f %7.3f %13.3f "
+        "%6lld %12s %9s | %9.3f %11.0f %9.3f %6.1f%% | %9.3f | %9.3f %7.3f %8.3f %8.3f %8.3f %7.3f %13.3f "
         "%8.3f %7.3f\n",
-        static_cast<long long>(B), r.prefill_tok_s, prefill_pct, r.decode_step_ms, r.decode_tok_s, r.decode_floor_ms,
-        decode_pct, r.eager_step_ms, ph(Phase::attention), ph(Phase::router), ph(Phase::experts), ph(Phase::combine),
-        ph(Phase::dense), ph(Phase::norms), ph(Phase::communication), r.sampling_ms, r.other_ms);
+        static_cast<long long>(B), o.decode_only ? "-" : fmt::format("{:.0f}", r.prefill_tok_s).c_str(),
+        o.decode_only ? "-" : fmt::format("{:.1f}%", prefill_pct).c_str(), r.decode_step_ms, r.decode_tok_s,
+        r.decode_floor_ms, decode_pct, r.eager_step_ms, ph(Phase::attention), ph(Phase::router), ph(Phase::experts),
+        ph(Phase::combine), ph(Phase::dense), ph(Phase::norms), ph(Phase::communication), r.sampling_ms, r.other_ms);
     std::fflush(stdout);
     nlohmann::json phases;
     for (int p = 0; p < kPhaseCount; ++p) {
@@ -454,30 +474,36 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
     }
     phases["sampling"] = r.sampling_ms;
     phases["other"] = r.other_ms;
-    out["results"].push_back(
-        {{"batch", B},
-         {"prefill_ms", r.prefill_ms},
-         {"prefill_warmup_tokens", r.warmup_tokens},
-         {"prefill_timed_tokens", r.timed_prefill_tokens},
-         {"prefill_tok_s", r.prefill_tok_s},
-         {"prefill_floor_ms", r.prefill_floor_ms},
-         {"prefill_pct_of_limit", prefill_pct},
-         {"decode_step_ms", r.decode_step_ms},
-         {"decode_eager_step_ms", r.eager_step_ms},
-         {"decode_tok_s", r.decode_tok_s},
-         {"decode_floor_ms", r.decode_floor_ms},
-         {"decode_floor_bytes", r.decode_floor_bytes},
-         {"decode_context_tokens", r.decode_context},
-         {"decode_pct_of_limit", decode_pct},
-         {"decode_experts_per_moe_layer", r.counted ? nlohmann::json(r.experts_counted) : nlohmann::json(nullptr)},
-         {"decode_experts_per_moe_layer_uniform", r.experts_uniform},
-         {"decode_floor_bytes_uniform", r.decode_floor_bytes_uniform},
-         {"decode_phase_ms", phases},
-         {"prefill_eager_ms", r.prefill_eager_ms},
-         {"prefill_experts_per_moe_layer",
-          r.prefill_counted ? nlohmann::json(r.prefill_experts_counted) : nlohmann::json(nullptr)},
-         {"prefill_experts_per_moe_layer_uniform", r.prefill_experts_uniform},
-         {"prefill_phase_ms", phase_json(r.prefill_phases)}});
+    nlohmann::json row = {
+        {"batch", B},
+        {"prefill_ms", r.prefill_ms},
+        {"prefill_warmup_tokens", r.warmup_tokens},
+        {"prefill_timed_tokens", r.timed_prefill_tokens},
+        {"prefill_tok_s", r.prefill_tok_s},
+        {"prefill_floor_ms", r.prefill_floor_ms},
+        {"prefill_pct_of_limit", prefill_pct},
+        {"decode_step_ms", r.decode_step_ms},
+        {"decode_eager_step_ms", r.eager_step_ms},
+        {"decode_tok_s", r.decode_tok_s},
+        {"decode_floor_ms", r.decode_floor_ms},
+        {"decode_floor_bytes", r.decode_floor_bytes},
+        {"decode_context_tokens", r.decode_context},
+        {"decode_pct_of_limit", decode_pct},
+        {"decode_experts_per_moe_layer", r.counted ? nlohmann::json(r.experts_counted) : nlohmann::json(nullptr)},
+        {"decode_experts_per_moe_layer_uniform", r.experts_uniform},
+        {"decode_floor_bytes_uniform", r.decode_floor_bytes_uniform},
+        {"decode_phase_ms", phases},
+        {"prefill_eager_ms", r.prefill_eager_ms},
+        {"prefill_experts_per_moe_layer",
+         r.prefill_counted ? nlohmann::json(r.prefill_experts_counted) : nlohmann::json(nullptr)},
+        {"prefill_experts_per_moe_layer_uniform", r.prefill_experts_uniform},
+        {"prefill_phase_ms", phase_json(r.prefill_phases)}};
+    if (o.decode_only) {
+      for (auto& [key, value] : row.items()) {
+        if (key.starts_with("prefill_")) value = nullptr;
+      }
+    }
+    out["results"].push_back(std::move(row));
   }
   if (rank.reports() && !info.cost.moe_layers.empty()) {
     std::printf(
@@ -493,7 +519,9 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
       }
     }
   }
-  if (rank.reports()) {
+  if (rank.reports() && o.decode_only) {
+    std::printf("\nprefill: not measured (--decode-only)\n");
+  } else if (rank.reports()) {
     // Where a prefill pass goes (one eager pass with device events; its wall time next to the timed one).
     std::printf("\nprefill phases by batch size (ms per pass of batch x input tokens, eager with device events)\n");
     std::printf("%7s %9s %9s | %9s %7s %8s %8s %8s %7s %13s %7s\n", "prefill", "timed ms", "eager ms", "attention",
@@ -571,6 +599,9 @@ CommandMain add_bench_latency_command(CLI::App& bench, Launch& launch) {
                   "prompts in each of the two untimed prefill passes (default: the batch); a few suffice when the "
                   "batch's prompts fill many steps of --max-batch-tokens")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--decode-only", o->decode_only,
+                "time the decode steps only: no prefill passes but the decode sequences' own (a run several times "
+                "faster where prefill dominates it; prefill figures null in --json)");
   cmd->add_option("--json", o->json, "also write the results as JSON to this file");
   cmd->add_option("--comm-trace", o->comm_trace,
                   "with several ranks: each rank writes the collectives of the timed decode steps (group, call "

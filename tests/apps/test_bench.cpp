@@ -134,6 +134,43 @@ TEST(BenchLatency, WarmupPromptsShortenOnlyTheUntimedPasses) {
   fs::remove(json);
 }
 
+// --decode-only: no prefill passes but the decode sequences' own, so the decode steps are the same work as a full
+// run's (the same batch, the same context a sequence holds on average, the same uniform-routing floor), and every
+// prefill figure is null rather than a number that was not measured.
+TEST(BenchLatency, DecodeOnlyTimesTheSameDecodeStepsWithoutPrefill) {
+  const fs::path json = fs::temp_directory_path() / "sy_bench_latency_decode_only.json";
+  nlohmann::json runs[2];
+  for (const bool decode_only : {false, true}) {
+    const auto r = test::run_switchyard("bench latency --model " + qwen3() +
+                                        " --batch 1,4 --input-len 24 --output-len 6 --max-batch-tokens 8 --json " +
+                                        json.string() + (decode_only ? " --decode-only" : ""));
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(r.out.find("not measured (--decode-only)") != std::string::npos, decode_only) << r.out;
+    runs[decode_only ? 1 : 0] = test::read_json(json);
+    ASSERT_TRUE(runs[decode_only ? 1 : 0].is_object()) << r.out;
+  }
+  const nlohmann::json &full = runs[0], &only = runs[1];
+  EXPECT_EQ(full["decode_only"], false);
+  EXPECT_EQ(only["decode_only"], true);
+  ASSERT_EQ(full["results"].size(), 2u);
+  ASSERT_EQ(only["results"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto &f = full["results"][i], &d = only["results"][i];
+    EXPECT_EQ(d["batch"], f["batch"]);
+    EXPECT_EQ(d["decode_context_tokens"].get<double>(), f["decode_context_tokens"].get<double>()) << d.dump(1);
+    EXPECT_EQ(d["decode_floor_bytes_uniform"].get<double>(), f["decode_floor_bytes_uniform"].get<double>());
+    EXPECT_GT(d["decode_step_ms"].get<double>(), 0.0) << d.dump(1);
+    EXPECT_GT(d["decode_phase_ms"]["attention"].get<double>(), 0.0) << d.dump(1);
+    EXPECT_GT(f["prefill_ms"].get<double>(), 0.0) << f.dump(1);
+    for (const auto& [key, value] : d.items()) {
+      if (key.starts_with("prefill_")) {
+        EXPECT_TRUE(value.is_null()) << key << " " << d.dump(1);
+      }
+    }
+  }
+  fs::remove(json);
+}
+
 // --routing uniform: with 64 experts, 1 a token (the fixture's shapes otherwise, random weights), the experts a
 // step touches are uniform sampling's, E (1 - (1 - 1/E)^n) at n tokens: 14.26 at a decode step of 16, 40.64 at a
 // prefill of 16 prompts of 4 tokens. Their standard deviations (occupancy; the draws of different tokens and

@@ -2,7 +2,10 @@
 // memory, a client that disconnects mid-stream (its KV blocks freed), SIGTERM during load (streams end,
 // exit 0), greedy text equal to `switchyard generate`, stop strings, n, logprobs and the tokenizer routes.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -14,6 +17,7 @@ namespace sy::test {
 namespace {
 
 using json = nlohmann::json;
+namespace fs = std::filesystem;
 
 std::string stream_request(const std::string& prompt, int max_tokens) {
   const json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"ignore_eos", true},
@@ -107,9 +111,34 @@ TEST(ServeLoad, Concurrent256StreamsWithBoundedMemory) {
   EXPECT_GT(metric(metrics, "switchyard:step_seconds_total{model_name=\"qwen3_tiny_random\",kind=\"mixed\"}"), 0.0);
 }
 
+// The tiny model with a context of 4,096 (it has 256), in a folder removed at the end: a request of 3,000 tokens
+// runs for seconds, so it cannot finish "length" before the server sees its client go (200 tokens once did, under
+// ASan beside another test).
+struct LongContextModel {
+  fs::path root = fs::temp_directory_path() / ("sy_serve_long_ctx_" + std::to_string(getpid()));
+  std::string args;
+  LongContextModel() {
+    const fs::path dir = root / "qwen3_tiny_random";  // the folder's name is the served model's
+    fs::create_directories(dir);
+    std::ifstream in(fs::path(SY_SOURCE_DIR) / "tests/fixtures/text/qwen3_tiny_random/config.json");
+    json config = json::parse(in);
+    config["max_position_embeddings"] = 4096;
+    std::ofstream(dir / "config.json") << config.dump(2);
+    args = "--model " + dir.string() + " --random-weights --tokenizer " + SY_SOURCE_DIR +
+           "/../shared/data/tokenizers/qwen3";
+  }
+  ~LongContextModel() {
+    std::error_code ignored;
+    fs::remove_all(root, ignored);
+  }
+  LongContextModel(const LongContextModel&) = delete;
+  LongContextModel& operator=(const LongContextModel&) = delete;
+};
+
 TEST(ServeLoad, ClientDisconnectFreesItsKvBlocks) {
-  ServerProcess server(tiny_model_args());
-  Clients clients(server.port(), {stream_request("a long story", 200)});
+  const LongContextModel model;  // outlives the server
+  ServerProcess server(model.args);
+  Clients clients(server.port(), {stream_request("a long story", 3000)});
   // The first content chunk, then the client goes.
   ASSERT_TRUE(clients.pump([&] { return sse_events(clients.received(0)).size() >= 2; }, 60.0));
   const std::string page = get(server.port(), "/metrics").body;
