@@ -179,6 +179,18 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
         }
         std::printf("\n");
       }
+      rounds.clear();
+      p.step.skew_cold = time_skew_cold(*world, *be, o.quick, &rounds);
+      if (report) {
+        std::printf("calibrate: skew beyond the caches (against the median rank; the median of each size's rounds)");
+        for (size_t i = 0; i < p.step.skew_cold.size(); ++i) {
+          const SkewColdPoint& k = p.step.skew_cold[i];
+          std::printf(" m %.0f %.0f us +%.1f%% [", k.rows, k.segment_us, 100 * k.fraction);
+          for (size_t r = 0; r < rounds[i].size(); ++r) std::printf("%s%.1f", r == 0 ? "" : " ", 100 * rounds[i][r]);
+          std::printf("]");
+        }
+        std::printf("\n");
+      }
     }
   }
   if (!report) return 0;

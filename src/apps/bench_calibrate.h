@@ -65,6 +65,13 @@ struct MachineSection {
   std::vector<std::string> models;  // the model folders whose shapes made the grid (--model); empty: built-in
 };
 
+// One point of the skew beyond the caches (StepSection::skew_cold).
+struct SkewColdPoint {
+  double rows = 0;        // of each product
+  double segment_us = 0;  // the median rank's own segment
+  double fraction = 0;    // the wait at the closing barrier over that segment
+};
+
 struct StepSection {
   double launch_us = 0;        // host time to issue one small op eagerly, back to back
   double sync_us = 0;          // Backend::synchronize with nothing queued
@@ -73,6 +80,9 @@ struct StepSection {
   // Ranks sharing a host: (segment µs, wait / segment) — segments of work each closed by a barrier take this
   // fraction longer than the slowest rank's own segments plus the barrier; empty on one rank.
   std::vector<std::pair<double, double>> skew;
+  // The same for products whose weights come from memory (time_skew_cold), the fraction of the median rank's own
+  // segment: (rows, segment µs, fraction); empty on one rank.
+  std::vector<SkewColdPoint> skew_cold;
 };
 
 struct CalibrationProfile {
@@ -168,6 +178,15 @@ CollectivesResult time_collectives(const CollectivesRun& run);
 constexpr int kSkewRounds = 5;
 std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& be, bool quick,
                                                  std::vector<std::vector<double>>* rounds = nullptr);
+
+// StepSection::skew_cold: the skew of segments of products that read their weights from memory (rows 1 and 64,
+// each product's weights the next of 16 copies of 4 MiB; segments of about 1 and 10 ms; quick: rows 1, 300 µs),
+// against the median rank's own segments rather than the slowest's: the planner's tables beyond the caches keep the
+// median rank's times (cost_model.cpp), so a rank slower than the median for a whole step is this wait too.
+// kSkewColdRounds rounds a size, the median kept; `rounds` as for time_skew. Collective over `world`.
+constexpr int kSkewColdRounds = 3;
+std::vector<SkewColdPoint> time_skew_cold(Communicator& world, Backend& be, bool quick,
+                                          std::vector<std::vector<double>>* rounds = nullptr);
 
 // The largest of every rank's `us` (each rank's own timing of the same work), on every rank. Collective.
 double slowest_rank(Communicator& world, double us);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <functional>
 
 #include "apps/bench_calibrate.h"
@@ -111,6 +112,44 @@ double median_rank(Communicator& world, double us) {
   return all[all.size() / 2];
 }
 
+namespace {
+
+// Per iteration of `step`, µs, on this rank: `iters` of them after a barrier.
+double mean_us(Communicator& world, int iters, const std::function<void()>& step) {
+  world.barrier();
+  const auto t0 = BenchClock::now();
+  for (int i = 0; i < iters; ++i) step();
+  return us_since(t0) / iters;
+}
+
+// One round of the skew at one segment: every rank's own segments (all at work at once, as in a step), the
+// reference rank's mean kept (`reference`: slowest_rank or median_rank); the barrier alone; then segments each
+// closed by a barrier, as a step's collectives close them. Returns (the wait as a fraction of the reference
+// segment, the reference segment in µs).
+std::pair<double, double> skew_round(Communicator& world, int iters, const std::function<void()>& segment,
+                                     double (*reference)(Communicator&, double)) {
+  const double own = reference(world, mean_us(world, iters, segment));
+  const double barrier = mean_us(world, iters, [&] { world.barrier(); });
+  const double synced = mean_us(world, iters, [&] {
+    segment();
+    world.barrier();
+  });
+  return {std::max(0.0, (synced - barrier - own) / own), own};
+}
+
+// The median of a size's rounds (by fraction), every round's fraction appended to *rounds when given.
+std::pair<double, double> median_round(std::vector<std::pair<double, double>> by_round,
+                                       std::vector<std::vector<double>>* rounds) {
+  if (rounds != nullptr) {
+    rounds->emplace_back();
+    for (const auto& [f, us] : by_round) rounds->back().push_back(f);
+  }
+  std::sort(by_round.begin(), by_round.end());
+  return by_round[by_round.size() / 2];
+}
+
+}  // namespace
+
 std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& be, bool quick,
                                                  std::vector<std::vector<double>>* rounds) {
   // The work of a segment: y += x over a buffer beyond the L2, called `calls` times; a call's time is taken as
@@ -122,14 +161,8 @@ std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& b
     for (int i = 0; i < calls; ++i) be.add(y->as<float>(), x->as<float>(), kFloats);
     be.synchronize();
   };
-  const auto mean_us = [&](int iters, const std::function<void()>& step) {
-    world.barrier();
-    const auto t0 = BenchClock::now();
-    for (int i = 0; i < iters; ++i) step();
-    return us_since(t0) / iters;
-  };
   segment(3);
-  const double one_us = slowest_rank(world, mean_us(20, [&] { segment(1); }));
+  const double one_us = slowest_rank(world, mean_us(world, 20, [&] { segment(1); }));
   std::vector<std::pair<double, double>> out;
   // Each size measured in kSkewRounds rounds, the median round kept: single rounds measured +23-47% on a host whose
   // steps showed none of that waiting (the eighth round, docs/perf-notes.md item 27), as if the machine's speed
@@ -140,23 +173,54 @@ std::vector<std::pair<double, double>> time_skew(Communicator& world, Backend& b
     const int iters = std::clamp(static_cast<int>(200000 / target), 10, 200);
     std::vector<std::pair<double, double>> by_round;  // (fraction, segment µs)
     for (int r = 0; r < n_rounds; ++r) {
-      // Every rank's own segments (all at work at once, as in a step), the slowest rank's mean kept; the
-      // barrier alone; then segments each closed by a barrier, as a step's collectives close them.
-      const double slowest = slowest_rank(world, mean_us(iters, [&] { segment(calls); }));
-      const double barrier = mean_us(iters, [&] { world.barrier(); });
-      const double synced = mean_us(iters, [&] {
-        segment(calls);
-        world.barrier();
-      });
-      by_round.emplace_back(std::max(0.0, (synced - barrier - slowest) / slowest), slowest);
+      by_round.push_back(skew_round(
+          world, iters, [&] { segment(calls); }, slowest_rank));
     }
-    if (rounds != nullptr) {
-      rounds->emplace_back();
-      for (const auto& [f, us] : by_round) rounds->back().push_back(f);
-    }
-    std::sort(by_round.begin(), by_round.end());
-    const auto& [f, us] = by_round[by_round.size() / 2];
+    const auto [f, us] = median_round(std::move(by_round), rounds);
     out.emplace_back(us, f);
+  }
+  return out;
+}
+
+std::vector<SkewColdPoint> time_skew_cold(Communicator& world, Backend& be, bool quick,
+                                          std::vector<std::vector<double>>* rounds) {
+  // The work of a segment: products of `rows` rows by [1024 x 1024] weights, each call the next of kCopies copies
+  // (64 MiB of f32 a rank: every call reads its weights from memory, as a step's layers beyond the caches do).
+  constexpr int64_t kN = 1024, kK = 1024, kCopies = 16, kMaxRows = 64;
+  const size_t matrix_bytes = static_cast<size_t>(kN * kK) * dtype_size(be.weight_dtype());
+  auto pool = be.alloc(matrix_bytes * kCopies);
+  fill_random_weights(be, pool->data(), kN * kK * kCopies, 31 + static_cast<uint64_t>(world.rank()), 0.03f);
+  auto x = random_floats(be, kMaxRows * kK, 32);
+  auto y = be.alloc(static_cast<size_t>(kMaxRows * kN) * sizeof(float));
+  int64_t next = 0;
+  const auto segment = [&](int64_t rows, int calls) {
+    for (int i = 0; i < calls; ++i) {
+      const auto* w = static_cast<const std::byte*>(pool->data()) + matrix_bytes * static_cast<size_t>(next);
+      be.linear(x->as<float>(), w, nullptr, y->as<float>(), rows, kN, kK);
+      next = (next + 1) % kCopies;
+    }
+    be.synchronize();
+  };
+  std::vector<SkewColdPoint> out;
+  const int n_rounds = quick ? 1 : kSkewColdRounds;
+  for (const int64_t rows : quick ? std::vector<int64_t>{1} : std::vector<int64_t>{1, kMaxRows}) {
+    segment(rows, kCopies);
+    const double one_us = median_rank(world, mean_us(world, 10, [&] { segment(rows, 1); }));
+    int last_calls = 0;
+    for (const double target : quick ? std::vector<double>{300} : std::vector<double>{1000, 10000}) {
+      // A product longer than the shorter target gives one segment of one call; the same segment is not timed twice.
+      const int calls = std::max(1, static_cast<int>(std::lround(target / std::max(one_us, 1.0))));
+      if (calls == last_calls) continue;
+      last_calls = calls;
+      const int iters = std::clamp(static_cast<int>(200000 / (calls * std::max(one_us, 1.0))), 10, 200);
+      std::vector<std::pair<double, double>> by_round;  // (fraction, segment µs)
+      for (int r = 0; r < n_rounds; ++r) {
+        by_round.push_back(skew_round(
+            world, iters, [&] { segment(rows, calls); }, median_rank));
+      }
+      const auto [f, us] = median_round(std::move(by_round), rounds);
+      out.push_back({.rows = static_cast<double>(rows), .segment_us = us, .fraction = f});
+    }
   }
   return out;
 }

@@ -77,6 +77,13 @@ nlohmann::ordered_json profile_json(const CalibrationProfile& p) {
     for (const auto& [us, f] : p.step.skew) skew.push_back({rounded(us), rounded(f)});
     out["step"]["skew"] = skew;
   }
+  if (!p.step.skew_cold.empty()) {
+    nlohmann::ordered_json skew = nlohmann::ordered_json::array();
+    for (const SkewColdPoint& k : p.step.skew_cold) {
+      skew.push_back({rounded(k.rows), rounded(k.segment_us), rounded(k.fraction)});
+    }
+    out["step"]["skew_cold"] = skew;
+  }
   nlohmann::ordered_json ops = nlohmann::ordered_json::object();
   for (const MeasuredOp& t : p.ops) ops[t.op] = {{"dims", t.dims}, {"points", points_json(t.points)}};
   out["ops"] = ops;

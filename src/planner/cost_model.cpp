@@ -256,11 +256,17 @@ class Ops {
     syncs += times * o.syncs;
   }
   // CPU ranks sharing a host: at each collective the ranks wait for the slowest; the profile's skew fraction of
-  // the work between collectives (MachineProfile::skew_fraction), counted as communication.
-  void add_skew() {
-    if (syncs <= 0 || p_.skew.empty()) return;
+  // the work between collectives (MachineProfile::skew_fraction), counted as communication. For the share `cold`
+  // of the work timed beyond the caches (beyond_caches), whose tables keep the median rank's times, the skew
+  // beyond the caches measured against the median rank at the step's `rows` a product (skew_cold_fraction),
+  // where the profile has it.
+  void add_skew(double cold, double rows) {
+    if (syncs <= 0 || (p_.skew.empty() && !p_.has_skew_cold())) return;
     const double work = eager_total() - eager[communication];
-    eager[communication] += work * p_.skew_fraction(work / syncs);
+    const double segment = work / syncs;
+    double f = p_.skew_fraction(segment);
+    if (cold > 0 && p_.has_skew_cold()) f = (1 - cold) * f + cold * p_.skew_cold_fraction(rows, segment);
+    eager[communication] += work * f;
   }
 
  private:
@@ -559,7 +565,7 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
     const Ops hot = stage_ops(in, r, false);
     const double cold = beyond_caches(*in.profile, hot, ranks_reading, r.share);
     Ops o = cold <= 0 ? hot : cold >= 1 ? stage_ops(in, r, true) : mixed(hot, stage_ops(in, r, true), cold);
-    o.add_skew();
+    o.add_skew(std::clamp(cold, 0.0, 1.0), d(r.tokens));
     const double send = z.pp > 1 ? pp_send_seconds(in, r.tokens) : 0.0;
     if (!r.first_stage) o.eager[communication] += send;
     if (!r.last_stage) o.eager[communication] += send;

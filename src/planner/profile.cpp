@@ -348,6 +348,19 @@ double MachineProfile::skew_fraction(double segment_s) const {
   return f <= 1e-6 ? 0.0 : f;
 }
 
+double MachineProfile::skew_cold_fraction(double rows, double segment_s) const {
+  SY_CHECK(!skew_cold.empty(), "the profile {} has no step.skew_cold", source);
+  std::map<double, std::vector<std::pair<double, double>>> by_rows;  // rows -> (segment, log fraction)
+  for (const auto& [r, seg, f] : skew_cold) by_rows[r].emplace_back(seg, lg(std::max(f, 1e-6)));
+  std::vector<std::pair<double, double>> over_rows;
+  for (auto& [r, segs] : by_rows) {
+    std::sort(segs.begin(), segs.end());
+    const double f = std::exp(interp_log(segs, std::max(segment_s, 1e-9)));
+    over_rows.emplace_back(r, f <= 1e-6 ? 0.0 : f);
+  }
+  return interp_log(over_rows, std::max(rows, 1.0));
+}
+
 double MachineProfile::collective_seconds(const std::string& kind, int ranks, double bytes) const {
   if (ranks <= 1) return 0;
   auto it = collectives.find(kind);
@@ -430,6 +443,23 @@ MachineProfile parse_profile(const std::string& text_in, const std::string& src)
       p.skew.emplace_back(us * 1e-6, f);
     }
     std::sort(p.skew.begin(), p.skew.end());
+  }
+  if (s.contains("skew_cold")) {
+    const json& k = s["skew_cold"];
+    SY_CHECK(k.is_array(), "{}.skew_cold must be an array of [rows, segment_us, fraction] triples, not {}", sw,
+             cut_for_message(k.dump(), 60));
+    for (size_t i = 0; i < k.size(); ++i) {
+      const json& e = k[i];
+      SY_CHECK(e.is_array() && e.size() == 3 && e[0].is_number() && e[1].is_number() && e[2].is_number(),
+               "{}.skew_cold[{}] must be [rows, segment_us, fraction], not {}", sw, i, cut_for_message(e.dump(), 60));
+      const double rows = e[0].get<double>(), us = e[1].get<double>(), f = e[2].get<double>();
+      SY_CHECK(std::isfinite(rows) && rows >= 1 && std::isfinite(us) && us > 0 && std::isfinite(f) && f >= 0,
+               "{}.skew_cold[{}] is [{}, {}, {}]; rows must be at least 1, the segment positive and the fraction at "
+               "least 0",
+               sw, i, rows, us, f);
+      p.skew_cold.push_back({rows, us * 1e-6, f});
+    }
+    std::sort(p.skew_cold.begin(), p.skew_cold.end());
   }
   p.ops = tables(need(j, "ops", src), src + ": ops");
   if (j.contains("ops_alone")) p.ops_alone = tables(j["ops_alone"], src + ": ops_alone");

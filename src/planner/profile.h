@@ -4,6 +4,7 @@
 // reader checks every key it uses and names the file and key of anything malformed.
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -77,6 +78,9 @@ struct MachineProfile {
   // CPU ranks: (segment seconds, fraction) sorted by segment — work split by collectives into segments of that
   // length takes this fraction longer, the ranks waiting for the slowest at each ("step"."skew"); empty: none.
   std::vector<std::pair<double, double>> skew;
+  // CPU ranks: the same for products whose weights come from memory, against the median rank's own segments
+  // ("step"."skew_cold", bench calibrate's time_skew_cold): {rows, segment seconds, fraction}, sorted; empty: none.
+  std::vector<std::array<double, 3>> skew_cold;
   // CPU profiles: the rate at which one rank streams weights from memory while the others do the same, from the
   // largest single-row product of the profile (weights far beyond any cache); 0 when there is none. The ops were
   // timed calling one operand over and over, so a small one stays in the caches; in a step whose weights are
@@ -125,6 +129,11 @@ struct MachineProfile {
   // The skew fraction of segments `segment_s` long: log-log between the measured segments, the nearest one's
   // beyond them; 0 without skew points.
   double skew_fraction(double segment_s) const;
+  // The skew_cold fraction at `rows` rows a product and segments `segment_s` long: at each measured row count
+  // log-log over its segments as skew_fraction, then linear in log rows between the row counts, the nearest one's
+  // beyond them. Requires has_skew_cold().
+  bool has_skew_cold() const { return !skew_cold.empty(); }
+  double skew_cold_fraction(double rows, double segment_s) const;
 };
 
 // Reads a profile; sy::Error naming the file and key when malformed (wrong format or version, a missing

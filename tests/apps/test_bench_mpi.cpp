@@ -162,6 +162,13 @@ TEST(BenchCalibrateMpi, TwoRanksWriteEveryCollective) {
   EXPECT_GT(j["step"]["skew"][0][0].get<double>(), 0.0);
   EXPECT_GE(j["step"]["skew"][0][1].get<double>(), 0.0);
   EXPECT_NE(r.out.find("calibrate: skew (the median of each size's rounds) "), std::string::npos) << r.out;
+  // The skew beyond the caches: one size when quick (products of one row), [rows, segment µs, fraction].
+  ASSERT_TRUE(j["step"].contains("skew_cold")) << j["step"].dump();
+  ASSERT_EQ(j["step"]["skew_cold"].size(), 1u) << j["step"].dump();
+  EXPECT_EQ(j["step"]["skew_cold"][0][0].get<double>(), 1.0);
+  EXPECT_GT(j["step"]["skew_cold"][0][1].get<double>(), 0.0);
+  EXPECT_GE(j["step"]["skew_cold"][0][2].get<double>(), 0.0);
+  EXPECT_NE(r.out.find("calibrate: skew beyond the caches (against the median rank; "), std::string::npos) << r.out;
   fs::remove(out);
 }
 

@@ -633,6 +633,78 @@ TEST(Profile, SkewInterpolatesOverSegments) {
       Error);
 }
 
+// The skew beyond the caches: read as {rows, seconds, fraction} and sorted; at a row count log-log over its
+// segments, linear in log rows between row counts (8 rows: halfway between 1 and 64), the nearest count's beyond;
+// a malformed entry names the key.
+TEST(Profile, SkewColdInterpolatesOverSegmentsAndRows) {
+  json j = profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", {{1, 1024, 1024, 10.0}}}}}});
+  j["step"]["skew_cold"] = {{64.0, 1000.0, 0.1}, {64.0, 100.0, 0.4}, {1.0, 100.0, 0.2}};
+  const MachineProfile p = parse_profile(j.dump(), "p.json");
+  ASSERT_TRUE(p.has_skew_cold());
+  ASSERT_EQ(p.skew_cold.size(), 3u);
+  EXPECT_EQ(p.skew_cold[0][0], 1.0);
+  EXPECT_DOUBLE_EQ(p.skew_cold[0][1], 100e-6);
+  EXPECT_EQ(p.skew_cold[0][2], 0.2);
+  EXPECT_NEAR(p.skew_cold_fraction(64, std::sqrt(100e-6 * 1000e-6)), 0.2, 1e-12);  // sqrt(0.4 · 0.1)
+  EXPECT_NEAR(p.skew_cold_fraction(64, 1.0), 0.1, 1e-12);
+  EXPECT_NEAR(p.skew_cold_fraction(1, 1.0), 0.2, 1e-12);
+  EXPECT_NEAR(p.skew_cold_fraction(8, 100e-6), 0.3, 1e-12);
+  EXPECT_NEAR(p.skew_cold_fraction(4096, 100e-6), 0.4, 1e-12);
+  EXPECT_NEAR(p.skew_cold_fraction(0.5, 100e-6), 0.2, 1e-12);
+  EXPECT_FALSE(parse_profile(profile_json(j["ops"]).dump(), "none.json").has_skew_cold());
+  for (const json& bad : {json{{0.5, 100.0, 0.1}}, json{{1.0, 100.0}}, json{{1.0, 100.0, -0.1}}}) {
+    j["step"]["skew_cold"] = bad;
+    EXPECT_THROW(
+        {
+          try {
+            parse_profile(j.dump(), "bad.json");
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("step.skew_cold[0]"), std::string::npos) << e.what();
+            throw;
+          }
+        },
+        Error)
+        << bad.dump();
+  }
+}
+
+// The skew beyond the caches takes the place of the skew for a step beyond the caches (the 64 MB rule here: a
+// streaming rate and Qwen3-30B's weights), and leaves a step in the caches (no streaming rate) as it was: under
+// tp 2, a skew of 10% everywhere and a skew beyond the caches of 25% everywhere put 25% of the work between the
+// collectives in the communication phase of the first, 10% in the second's.
+TEST(CostModel, StepsBeyondTheCachesWaitAsTheSkewBeyondTheCachesSays) {
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 2);
+  t.decode_context = 16;
+  t.cluster = make_cluster(find_machine("h200"), 2, std::nullopt);
+  LayoutRequest tp2;
+  tp2.set(Axis::tp, 2);
+  for (const bool beyond : {true, false}) {
+    MachineProfile p = two_rank_cpu_profile(false);
+    p.stream_bytes_per_s = beyond ? 1e13 : 0.0;
+    p.skew = {{1e-6, 0.1}, {1.0, 0.1}};
+    t.profiles = {p};
+    const StepPrediction without = predict_layout(t, check_layout(t, tp2)).decode_one;
+    p.skew_cold = {{1, 1e-6, 0.25}, {1, 1.0, 0.25}, {64, 1e-6, 0.25}, {64, 1.0, 0.25}};
+    t.profiles = {p};
+    const StepPrediction with = predict_layout(t, check_layout(t, tp2)).decode_one;
+    double work = 0;
+    for (size_t i = 0; i < without.phase_seconds.size(); ++i) {
+      if (i != 6 && i != 7) work += without.phase_seconds[i];  // not communication, not the step's sampling tail
+    }
+    const double added = with.phase_seconds[6] - without.phase_seconds[6];
+    if (beyond) {
+      EXPECT_NEAR(added, (0.25 - 0.1) * work, 0.02 * work);
+    } else {
+      EXPECT_DOUBLE_EQ(added, 0.0);
+    }
+    for (size_t i = 0; i < without.phase_seconds.size(); ++i) {
+      if (i != 6) {
+        EXPECT_DOUBLE_EQ(with.phase_seconds[i], without.phase_seconds[i]) << i;
+      }
+    }
+  }
+}
+
 // Under tp 2 the ranks meet at every layer's collectives: a profile skew of 25% at every segment length adds a
 // quarter of the work of every rank between them to the communication phase; one rank meets no one.
 TEST(CostModel, RanksWaitForTheSlowestAtEachCollective) {
