@@ -15,6 +15,10 @@ namespace {
 const std::vector<int64_t> kRows = {1, 2, 4, 8, 10, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 // The rows the cold ops (weights read from memory each call) are timed at: a decode step's, per rank.
 const std::vector<int64_t> kColdRows = {1, 4, 16, 64};
+// An expert rank's pairs beyond the caches: under expert parallelism a decode step of 64 sequences sends a rank
+// 64 · top_k / ep of them (128 for top 4 over ep 2), and a query past the cold table's rows falls back to the hot
+// one (cost_model.cpp timed_op).
+const std::vector<int64_t> kColdPairs = {1, 4, 16, 64, 128, 256};
 // The pools (MiB per rank) a CPU's linear_pool rotates one MiB of f32 weights through: from the op's own weights
 // (nothing else read between two calls) to far past a last-level cache.
 const std::vector<int64_t> kPoolMb = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
@@ -226,14 +230,27 @@ std::vector<CalibPoint> gqa_heads(const std::vector<const ModelShapes*>& models)
 
 // (top_k, n_experts, hidden, inter) of the routed experts: whole, at ep slices (E/ep local experts, top_k 1) and
 // etp slices (inter/etp).
-std::vector<CalibPoint> expert_sets(const std::vector<const ModelShapes*>& models) {
+// (top_k, experts, hidden, inter) of the models' expert sets: whole, at expert-TP slices and, with
+// `expert_parallel`, also at the expert-parallel slices (each received pair one row of top_k 1).
+std::vector<CalibPoint> expert_sets(const std::vector<const ModelShapes*>& models, bool expert_parallel = true) {
   PointSet s;
   for (const ModelShapes* m : models) {
     s.add({m->top_k, m->n_experts, m->hidden, m->moe_inter});
     for (int64_t ep : kEp) {
-      if (m->n_experts % ep == 0) s.add({1, m->n_experts / ep, m->hidden, m->moe_inter});
+      if (expert_parallel && m->n_experts % ep == 0) s.add({1, m->n_experts / ep, m->hidden, m->moe_inter});
     }
     for (int64_t etp : kEtp) s.add({m->top_k, m->n_experts, m->hidden, m->moe_inter / etp});
+  }
+  return s.points();
+}
+
+// The expert-parallel slices alone (expert_sets' top_k 1 rows).
+std::vector<CalibPoint> expert_parallel_sets(const std::vector<const ModelShapes*>& models) {
+  PointSet s;
+  for (const ModelShapes* m : models) {
+    for (int64_t ep : kEp) {
+      if (m->n_experts % ep == 0) s.add({1, m->n_experts / ep, m->hidden, m->moe_inter});
+    }
   }
   return s.points();
 }
@@ -343,7 +360,9 @@ std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vecto
   // planner takes these for a step whose ranks' weights pass the caches, up to the rows timed here).
   if (cpu) {
     add_row_series(op("linear_cold", 8), model_linears(models), kColdRows);
-    add_row_series(op("moe_experts_cold", 6), experts, kColdRows);
+    OpGrid& experts_cold = op("moe_experts_cold", 6);
+    add_row_series(experts_cold, expert_sets(models, false), kColdRows);
+    add_row_series(experts_cold, expert_parallel_sets(models), kColdPairs);
     // The cache curve: a single-row product (256 × 1024) whose weights rotate through a pool of each size, every
     // rank its own pool at once (the planner's share of the way from hot to cold tables for a step's working set).
     // Five rounds of the pools, a fraction of a second each (the planner takes each pool's median): what else the
