@@ -16,9 +16,9 @@ const std::vector<int64_t> kRows = {1, 2, 4, 8, 10, 16, 32, 64, 128, 256, 512, 1
 // The rows the cold ops (weights read from memory each call) are timed at: a decode step's, per rank.
 const std::vector<int64_t> kColdRows = {1, 4, 16, 64};
 // An expert rank's pairs beyond the caches: under expert parallelism a decode step of 64 sequences sends a rank
-// 64 · top_k / ep of them (128 for top 4 over ep 2), and a query past the cold table's rows falls back to the hot
-// one (cost_model.cpp timed_op).
-const std::vector<int64_t> kColdPairs = {1, 4, 16, 64, 128, 256};
+// 64 · top_k / ep of them (128 for top 4 over ep 2), a 128-token prompt's prefill 128 · top_k / ep (256, the
+// busiest rank more), and a query past the cold table's rows falls back to the hot one (cost_model.cpp timed_op).
+const std::vector<int64_t> kColdPairs = {1, 4, 16, 64, 128, 256, 512};
 // The pools (MiB per rank) a CPU's linear_pool rotates one MiB of f32 weights through: from the op's own weights
 // (nothing else read between two calls) to far past a last-level cache.
 const std::vector<int64_t> kPoolMb = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
