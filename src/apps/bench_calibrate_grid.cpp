@@ -228,10 +228,8 @@ std::vector<CalibPoint> gqa_heads(const std::vector<const ModelShapes*>& models)
   return s.points();
 }
 
-// (top_k, n_experts, hidden, inter) of the routed experts: whole, at ep slices (E/ep local experts, top_k 1) and
-// etp slices (inter/etp).
-// (top_k, experts, hidden, inter) of the models' expert sets: whole, at expert-TP slices and, with
-// `expert_parallel`, also at the expert-parallel slices (each received pair one row of top_k 1).
+// (top_k, n_experts, hidden, inter) of the routed experts: whole, at etp slices (inter/etp) and, with
+// `expert_parallel`, at ep slices (E/ep local experts, top_k 1: each received pair one row).
 std::vector<CalibPoint> expert_sets(const std::vector<const ModelShapes*>& models, bool expert_parallel = true) {
   PointSet s;
   for (const ModelShapes* m : models) {
