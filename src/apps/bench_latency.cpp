@@ -339,6 +339,9 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
 void check_options(const BenchOptions& o) {
   SY_CHECK(o.input_len >= 1 && o.output_len >= 2, "--input-len must be >= 1 and --output-len >= 2, got {} and {}",
            o.input_len, o.output_len);
+  SY_CHECK(!o.decode_only || o.warmup_prompts == 0,
+           "--warmup-prompts {} sizes the untimed prefill passes, which --decode-only leaves out; drop one of the two",
+           o.warmup_prompts);
   for (int64_t b : o.batches) {
     SY_CHECK(b >= 1, "--batch sizes must be >= 1, got {}", b);
     // A decode step of the whole batch takes one token a sequence out of the step's budget, and prompts must

@@ -136,7 +136,7 @@ TEST(BenchLatency, WarmupPromptsShortenOnlyTheUntimedPasses) {
 
 // --decode-only: no prefill passes but the decode sequences' own, so the decode steps are the same work as a full
 // run's (the same batch, the same context a sequence holds on average, the same uniform-routing floor), and every
-// prefill figure is null rather than a number that was not measured.
+// prefill figure is null rather than a number that was not measured; with --warmup-prompts it is refused.
 TEST(BenchLatency, DecodeOnlyTimesTheSameDecodeStepsWithoutPrefill) {
   const fs::path json = fs::temp_directory_path() / "sy_bench_latency_decode_only.json";
   nlohmann::json runs[2];
@@ -168,6 +168,10 @@ TEST(BenchLatency, DecodeOnlyTimesTheSameDecodeStepsWithoutPrefill) {
       }
     }
   }
+  // --warmup-prompts sizes passes that --decode-only leaves out: the two together are refused before loading.
+  const auto both = test::run_switchyard("bench latency --model " + qwen3() + " --decode-only --warmup-prompts 2");
+  EXPECT_NE(both.code, 0) << both.out;
+  EXPECT_NE(both.out.find("--decode-only"), std::string::npos) << both.out;
   fs::remove(json);
 }
 
