@@ -688,6 +688,9 @@ def main():
         print(f"# {sum(1 for r in runner.records if r['kind'] == 'plan')} plan and "
               f"{sum(1 for r in runner.records if r['kind'] == 'bench')} bench commands; "
               "a real run drops the batches plan finds invalid or not fitting")
+        if args.repeats > 1:
+            print(f"# then {args.repeats - 1} round(s) of the bench commands again with --decode-only "
+                  "(runN.json), each in the reverse order of the one before")
         return 0
     meta["seconds"] = round(time.monotonic() - t_start, 1)
     ranks = rank_agreement(cases)
