@@ -228,26 +228,23 @@ std::vector<CalibPoint> gqa_heads(const std::vector<const ModelShapes*>& models)
   return s.points();
 }
 
-// (top_k, n_experts, hidden, inter) of the routed experts: whole, at etp slices (inter/etp) and, with
-// `expert_parallel`, at ep slices (E/ep local experts, top_k 1: each received pair one row).
-std::vector<CalibPoint> expert_sets(const std::vector<const ModelShapes*>& models, bool expert_parallel = true) {
-  PointSet s;
-  for (const ModelShapes* m : models) {
-    s.add({m->top_k, m->n_experts, m->hidden, m->moe_inter});
-    for (int64_t ep : kEp) {
-      if (expert_parallel && m->n_experts % ep == 0) s.add({1, m->n_experts / ep, m->hidden, m->moe_inter});
-    }
-    for (int64_t etp : kEtp) s.add({m->top_k, m->n_experts, m->hidden, m->moe_inter / etp});
-  }
-  return s.points();
-}
+// Which of a model's expert sets expert_sets lists.
+enum class ExpertSlices : uint8_t { all, whole, parallel };
 
-// The expert-parallel slices alone (expert_sets' top_k 1 rows).
-std::vector<CalibPoint> expert_parallel_sets(const std::vector<const ModelShapes*>& models) {
+// (top_k, n_experts, hidden, inter) of the routed experts: whole and at etp slices (inter/etp), and at ep slices
+// (E/ep local experts, top_k 1: each received pair one row); `which` keeps the first two (whole), the ep slices
+// (parallel) or all three.
+std::vector<CalibPoint> expert_sets(const std::vector<const ModelShapes*>& models,
+                                    ExpertSlices which = ExpertSlices::all) {
+  const bool whole = which != ExpertSlices::parallel, parallel = which != ExpertSlices::whole;
   PointSet s;
   for (const ModelShapes* m : models) {
+    if (whole) s.add({m->top_k, m->n_experts, m->hidden, m->moe_inter});
     for (int64_t ep : kEp) {
-      if (m->n_experts % ep == 0) s.add({1, m->n_experts / ep, m->hidden, m->moe_inter});
+      if (parallel && m->n_experts % ep == 0) s.add({1, m->n_experts / ep, m->hidden, m->moe_inter});
+    }
+    for (int64_t etp : kEtp) {
+      if (whole) s.add({m->top_k, m->n_experts, m->hidden, m->moe_inter / etp});
     }
   }
   return s.points();
@@ -359,8 +356,8 @@ std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vecto
   if (cpu) {
     add_row_series(op("linear_cold", 8), model_linears(models), kColdRows);
     OpGrid& experts_cold = op("moe_experts_cold", 6);
-    add_row_series(experts_cold, expert_sets(models, false), kColdRows);
-    add_row_series(experts_cold, expert_parallel_sets(models), kColdPairs);
+    add_row_series(experts_cold, expert_sets(models, ExpertSlices::whole), kColdRows);
+    add_row_series(experts_cold, expert_sets(models, ExpertSlices::parallel), kColdPairs);
     // The cache curve: a single-row product (256 × 1024) whose weights rotate through a pool of each size, every
     // rank its own pool at once (the planner's share of the way from hot to cold tables for a step's working set).
     // Five rounds of the pools, a fraction of a second each (the planner takes each pool's median): what else the

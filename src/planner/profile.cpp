@@ -33,6 +33,27 @@ const json& need(const json& j, const char* key, const std::string& where) {
   return *it;
 }
 
+// j[key], when present: an array of arrays of names.size() finite numbers ([segment_us, fraction], ...); empty
+// when absent. sy::Error naming the key and the entry otherwise.
+std::vector<std::vector<double>> number_tuples(const json& j, const char* key, const std::vector<std::string>& names,
+                                               const std::string& where) {
+  std::vector<std::vector<double>> out;
+  if (!j.contains(key)) return out;
+  const json& a = j[key];
+  const std::string shape = fmt::format("[{}]", fmt::join(names, ", "));
+  SY_CHECK(a.is_array(), "{}.{} must be an array of {} entries, not {}", where, key, shape,
+           cut_for_message(a.dump(), 60));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const json& e = a[i];
+    bool ok = e.is_array() && e.size() == names.size();
+    for (size_t k = 0; ok && k < e.size(); ++k) ok = e[k].is_number() && std::isfinite(e[k].get<double>());
+    SY_CHECK(ok, "{}.{}[{}] must be {} (finite numbers), not {}", where, key, i, shape, cut_for_message(e.dump(), 60));
+    out.emplace_back();
+    for (const json& v : e) out.back().push_back(v.get<double>());
+  }
+  return out;
+}
+
 double number(const json& j, const char* key, const std::string& where, bool positive) {
   const json& v = need(j, key, where);
   SY_CHECK(v.is_number(), "{}.{} must be a number, not {}", where, key, cut_for_message(v.dump(), 60));
@@ -429,38 +450,25 @@ MachineProfile parse_profile(const std::string& text_in, const std::string& src)
   p.sync_s = number(s, "sync_us", sw, false) * 1e-6;
   p.graph_launch_s = number(s, "graph_launch_us", sw, false) * 1e-6;
   p.copy_to_host_s = number(s, "copy_to_host_us", sw, false) * 1e-6;
-  if (s.contains("skew")) {
-    const json& k = s["skew"];
-    SY_CHECK(k.is_array(), "{}.skew must be an array of [segment_us, fraction] pairs, not {}", sw,
-             cut_for_message(k.dump(), 60));
-    for (size_t i = 0; i < k.size(); ++i) {
-      const json& e = k[i];
-      SY_CHECK(e.is_array() && e.size() == 2 && e[0].is_number() && e[1].is_number(),
-               "{}.skew[{}] must be [segment_us, fraction], not {}", sw, i, cut_for_message(e.dump(), 60));
-      const double us = e[0].get<double>(), f = e[1].get<double>();
-      SY_CHECK(std::isfinite(us) && us > 0 && std::isfinite(f) && f >= 0,
-               "{}.skew[{}] is [{}, {}]; the segment must be positive and the fraction at least 0", sw, i, us, f);
-      p.skew.emplace_back(us * 1e-6, f);
-    }
-    std::sort(p.skew.begin(), p.skew.end());
+  // [segment_us, fraction] and [rows, segment_us, fraction]: the segment positive, the fraction at least 0.
+  const std::vector<std::vector<double>> skew = number_tuples(s, "skew", {"segment_us", "fraction"}, sw);
+  for (size_t i = 0; i < skew.size(); ++i) {
+    const double us = skew[i][0], f = skew[i][1];
+    SY_CHECK(us > 0 && f >= 0, "{}.skew[{}] is [{}, {}]; the segment must be positive and the fraction at least 0", sw,
+             i, us, f);
+    p.skew.emplace_back(us * 1e-6, f);
   }
-  if (s.contains("skew_cold")) {
-    const json& k = s["skew_cold"];
-    SY_CHECK(k.is_array(), "{}.skew_cold must be an array of [rows, segment_us, fraction] triples, not {}", sw,
-             cut_for_message(k.dump(), 60));
-    for (size_t i = 0; i < k.size(); ++i) {
-      const json& e = k[i];
-      SY_CHECK(e.is_array() && e.size() == 3 && e[0].is_number() && e[1].is_number() && e[2].is_number(),
-               "{}.skew_cold[{}] must be [rows, segment_us, fraction], not {}", sw, i, cut_for_message(e.dump(), 60));
-      const double rows = e[0].get<double>(), us = e[1].get<double>(), f = e[2].get<double>();
-      SY_CHECK(std::isfinite(rows) && rows >= 1 && std::isfinite(us) && us > 0 && std::isfinite(f) && f >= 0,
-               "{}.skew_cold[{}] is [{}, {}, {}]; rows must be at least 1, the segment positive and the fraction at "
-               "least 0",
-               sw, i, rows, us, f);
-      p.skew_cold.push_back({rows, us * 1e-6, f});
-    }
-    std::sort(p.skew_cold.begin(), p.skew_cold.end());
+  std::sort(p.skew.begin(), p.skew.end());
+  const std::vector<std::vector<double>> cold = number_tuples(s, "skew_cold", {"rows", "segment_us", "fraction"}, sw);
+  for (size_t i = 0; i < cold.size(); ++i) {
+    const double rows = cold[i][0], us = cold[i][1], f = cold[i][2];
+    SY_CHECK(rows >= 1 && us > 0 && f >= 0,
+             "{}.skew_cold[{}] is [{}, {}, {}]; rows must be at least 1, the segment positive and the fraction at "
+             "least 0",
+             sw, i, rows, us, f);
+    p.skew_cold.push_back({rows, us * 1e-6, f});
   }
+  std::sort(p.skew_cold.begin(), p.skew_cold.end());
   p.ops = tables(need(j, "ops", src), src + ": ops");
   if (j.contains("ops_alone")) p.ops_alone = tables(j["ops_alone"], src + ": ops_alone");
   if (j.contains("collectives") && !j["collectives"].empty()) {
