@@ -20,7 +20,8 @@
 # --decode-only runs over every case, the median decode kept), LIMIT (570), NAME
 # (carry folder, pa), PACK=1 (pack $OUT for the device tool's 8 files). A profile from an earlier call can come
 # back in .devcarry/$NAME/profiles/.
-# .devcarry/$NAME/bin.tar.xz: bin/ (build-cuda, stripped: switchyard) and lib/ (the shared libraries it needs, flat).
+# .devcarry/$NAME/bin.tar.xz: bin/ (build-cuda, stripped: switchyard) and lib/ (the shared libraries it needs, flat),
+# made by bench/pack_device.sh (a CPU-ranks round needs only a build with MPI: build/ of scripts/setup.sh -DSY_WITH_MPI=ON).
 # Results in $OUT: h200.json or cpu-rW.json (profiles), calibrate-*.txt, <set>/ (results.json, table.md, logs/,
 # bench/), <set>.txt (the script's output), merged-<set>/.
 set -o pipefail
