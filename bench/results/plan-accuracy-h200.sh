@@ -15,13 +15,14 @@
 # Env: MODELS, LENS (input lengths), LAYOUTS, BATCHES (comma lists, default the set's), OUTPUT_LEN (64), PHASES
 # ("calibrate accuracy"), RANKS (cpu calibrations, "1 2 4 8"), RECAL=1, CAL_TIMEOUT (s per calibration, 300),
 # CAL_SECONDS (calibrate's own --max-seconds bound; a CPU grid is timed in 3 passes, docs/perf-notes.md item 36:
-# 50 s times 6-8% fewer points than one pass did), CAL_MODELS (cpu: calibrate's --model arguments, default the
-# set's two models; empty: the built-in grid), REPEATS (bench runs a case: one full run, then rounds of
-# --decode-only runs over every case, the median decode kept), LIMIT (570), NAME
-# (carry folder, pa), PACK=1 (pack $OUT for the device tool's 8 files). A profile from an earlier call can come
+# 50 s times 6-8% fewer points than one pass did; at 8 ranks in 45 s the first pass cut the linear series to 1-4
+# rows, item 41), CAL_PASSES (calibrate's --passes; default its own, 3 on a CPU), CAL_MODELS (cpu: calibrate's
+# --model arguments, default the set's two models; empty: the built-in grid), REPEATS (bench runs a case: one full
+# run, then rounds of --decode-only runs over every case, the median decode kept), LIMIT (570), NAME (carry
+# folder, pa), PACK=1 (pack $OUT for the device tool's 8 files). A profile from an earlier call can come
 # back in .devcarry/$NAME/profiles/.
 # .devcarry/$NAME/bin.tar.xz: bin/ (build-cuda, stripped: switchyard) and lib/ (the shared libraries it needs, flat),
-# made by bench/pack_device.sh (a CPU-ranks round needs only a build with MPI: build/ of scripts/setup.sh -DSY_WITH_MPI=ON).
+# made by bench/pack_device.sh (a CPU-ranks round needs only a build with MPI: scripts/setup.sh -DSY_WITH_MPI=ON).
 # Results in $OUT: h200.json or cpu-rW.json (profiles), calibrate-*.txt, <set>/ (results.json, table.md, logs/,
 # bench/), <set>.txt (the script's output), merged-<set>/.
 set -o pipefail
@@ -51,7 +52,8 @@ calibrate() {
   [[ " $PHASES " == *" calibrate "* ]] || { echo "calibrate $name: no profile and calibrate not in PHASES"; return 1; }
   [ "$(left)" -ge 60 ] || { echo "calibrate $name: skipped, $(left) s left"; return 1; }
   local t=$(( $(left) - 30 < CAL_TIMEOUT ? $(left) - 30 : CAL_TIMEOUT ))
-  timeout "$t" $B bench calibrate "$@" ${CAL_SECONDS:+--max-seconds "$CAL_SECONDS"} --out "$OUT/$name.json" > "$OUT/calibrate-$name.txt" 2>&1
+  timeout "$t" $B bench calibrate "$@" ${CAL_SECONDS:+--max-seconds "$CAL_SECONDS"} \
+    ${CAL_PASSES:+--passes "$CAL_PASSES"} --out "$OUT/$name.json" > "$OUT/calibrate-$name.txt" 2>&1
   local rc=$?
   echo "calibrate $name rc=$rc at ${SECONDS}s: $(tail -1 "$OUT/calibrate-$name.txt")"
   [ $rc = 0 ] && [ -s "$OUT/$name.json" ] && cp "$OUT/$name.json" "$ST/$name.json"
