@@ -26,8 +26,9 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" ".devcarry/$name"
 strip -o "$stage/bin/switchyard" "$bin"
+deps=$(ldd "$bin")
 for l in "${libs[@]}"; do
-  path=$(ldd "$bin" | awk -v l="$l" '$1 == l { print $3 }')
+  path=$(awk -v l="$l" '$1 == l { print $3 }' <<< "$deps")
   if [ -n "$path" ]; then cp -L "$path" "$stage/lib/"; fi
 done
 tar -C "$stage" -cf - bin lib | xz -9e -T"$(nproc)" > ".devcarry/$name/bin.tar.xz"
