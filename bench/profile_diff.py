@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Compares two machine profiles of `bench calibrate` point by point: for each op, the points both timed and the
 spread of their time ratio (A / B). Two calibrations of one machine minutes apart say how far a single point can
-be trusted; docs/perf-notes.md item 36.
+be trusted; docs/perf-notes.md item 36. --coverage: how far each profile's series reach instead (item 41): per
+op, the points timed and, over the series (the points that share every dim but the first, the rows), the median
+and the smallest of the largest rows timed.
 
-    python3 bench/profile_diff.py A.json B.json [--alone]
+    python3 bench/profile_diff.py A.json B.json [--alone] [--coverage]
 """
 import argparse
 import json
@@ -17,6 +19,26 @@ def points(profile, which):
     return out
 
 
+def reach(table):
+    """The largest first dim timed in each series of an op's points (a series: every other dim the same)."""
+    top = {}
+    for dims in table:
+        top[dims[1:]] = max(top.get(dims[1:], 0), dims[0])
+    return sorted(top.values())
+
+
+def coverage(pa, pb, a, b):
+    print(f"coverage: points timed, and the largest rows a series reached (median, smallest) ({a} | {b})")
+    print("| op | points A | points B | series A | rows A median / min | series B | rows B median / min |")
+    print("|---|---|---|---|---|---|---|")
+    for op in sorted(set(pa) | set(pb)):
+        ra, rb = reach(pa.get(op, {})), reach(pb.get(op, {}))
+        cell = lambda r: f"{statistics.median(r):g} / {r[0]:g}" if r else "-"
+        print(f"| {op} | {len(pa.get(op, {}))} | {len(pb.get(op, {}))} | {len(ra)} | {cell(ra)} | {len(rb)} | "
+              f"{cell(rb)} |")
+    print(f"| all | {sum(len(t) for t in pa.values())} | {sum(len(t) for t in pb.values())} | | | | |")
+
+
 def quantile(sorted_values, q):
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
@@ -26,12 +48,16 @@ def main():
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--alone", action="store_true", help="compare the ops_alone tables (rank 0 alone) instead")
+    ap.add_argument("--coverage", action="store_true", help="how far the series reach in each, not the times")
     args = ap.parse_args()
     which = "ops_alone" if args.alone else "ops"
     with open(args.a) as f:
         pa = points(json.load(f), which)
     with open(args.b) as f:
         pb = points(json.load(f), which)
+    if args.coverage:
+        coverage(pa, pb, args.a, args.b)
+        return
     print(f"{which}: time ratio A / B of the points both profiles timed ({args.a} / {args.b})")
     print("| op | points | median | p10 | p90 | outside 0.8-1.25 |")
     print("|---|---|---|---|---|---|")

@@ -16,7 +16,8 @@
 # ("calibrate accuracy"), RANKS (cpu calibrations, "1 2 4 8"), RECAL=1, CAL_TIMEOUT (s per calibration, 300),
 # CAL_SECONDS (calibrate's own --max-seconds bound; a CPU grid is timed in 3 passes, docs/perf-notes.md item 36:
 # 50 s times 6-8% fewer points than one pass did; at 8 ranks in 45 s the first pass cut the linear series to 1-4
-# rows, item 41), CAL_PASSES (calibrate's --passes; default its own, 3 on a CPU), CAL_MODELS (cpu: calibrate's
+# rows, item 41), CAL_PASSES (calibrate's --passes; default its own, 3 on a CPU; CAL_PASSES_R8=1 sets it for the
+# 8-rank calibration alone, likewise any W), CAL_MODELS (cpu: calibrate's
 # --model arguments, default the set's two models; empty: the built-in grid), REPEATS (bench runs a case: one full
 # run, then rounds of --decode-only runs over every case, the median decode kept), LIMIT (570), NAME (carry
 # folder, pa), PACK=1 (pack $OUT for the device tool's 8 files). A profile from an earlier call can come
@@ -99,8 +100,9 @@ elif [ "$MODE" = cpu ]; then
   CPU_MODELS="--model models/pydoc-moe --model bench/configs/qwen3-moe-cpu-medium"
   names=()
   for w in ${RANKS:-1 2 4 8}; do
+    pv="CAL_PASSES_R$w"
     # shellcheck disable=SC2086  # CAL_MODELS: several --model DIR words
-    calibrate "cpu-r$w" --device cpu --ranks "$w" ${CAL_MODELS-$CPU_MODELS}
+    CAL_PASSES=${!pv:-$CAL_PASSES} calibrate "cpu-r$w" --device cpu --ranks "$w" ${CAL_MODELS-$CPU_MODELS}
     names+=("cpu-r$w")
   done
   accuracy cpu-ranks "${names[@]}"

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -122,6 +123,36 @@ struct OpGrid {
 // they are measured (bench_calibrate_grid.cpp). With `models` (bench calibrate --model), the full grid holds the
 // shapes of those models only, at every tp, ep and etp slice, in place of the built-in models and generic shapes.
 std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vector<ModelDesc>& models = {});
+
+// Which points each pass of a calibration times (time_ops, OpsRun::passes), coverage before repeats
+// (docs/perf-notes.md item 41): the first pass every point its share of the time reaches; a later pass times again
+// what an earlier one timed in at most kRetimeMaxSeconds, and times for the first time the points an earlier pass's
+// time ran out before; never a point that failed, nor one past a series' cut (bench_calibrate_grid.cpp).
+class PassLedger {
+ public:
+  // A point an earlier pass took longer than this over (preparing and timing) is not timed again: the 1 GB
+  // streaming product, 2-3 s on two cores, would take a later pass's whole share of its op, and its calls already
+  // span far more than a disturbance.
+  static constexpr double kRetimeMaxSeconds = 0.25;
+  enum class Turn {
+    first,  // no pass has timed it yet: time it
+    again,  // timed before, cheaply: time it again
+    leave,  // failed, past a cut, or too dear to time again
+  };
+  [[nodiscard]] Turn turn(const std::string& op, const CalibPoint& point) const;
+  // The first timing's wall seconds (preparing and timing); later ones leave it as it is.
+  void timed(const std::string& op, const CalibPoint& point, double seconds);
+  // Failed (memory, a library refusing the shape) or past a series' cut: no pass times it.
+  void close(const std::string& op, const CalibPoint& point);
+
+ private:
+  std::map<std::pair<std::string, CalibPoint>, double> cost_;  // wall seconds; negative: closed
+};
+
+// The first pass's share of a calibration's time: the rest is what the later passes would need to time the
+// first's points again (on two cores a later pass took a fifth of the first's time over the same points,
+// kRetimeShare; docs/perf-notes.md item 36), 1 / (1 + kRetimeShare (passes - 1)): 0.71 for three passes.
+double first_pass_share(int passes);
 
 // The ops of the profile, their dims, and the setup of one point (bench_calibrate_ops.cpp).
 struct OpSpec {

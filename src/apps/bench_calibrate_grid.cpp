@@ -1,6 +1,7 @@
 // The points `bench calibrate` times each op at: the shapes of the bench configs and the bundled model (every
 // projection, expert set, attention and routing shape, at tensor- and expert-parallel slices) plus generic shapes
-// that other models interpolate between. The lists below are the whole grid; extend them here.
+// that other models interpolate between. The lists below are the whole grid; extend them here. Also which points
+// each pass of a calibration times (PassLedger).
 #include <algorithm>
 #include <set>
 #include <string>
@@ -460,6 +461,23 @@ std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vecto
   op("copy_to_host", 1).series = {copies};
   op("copy_to_device", 1).series = {copies};
   return g;
+}
+
+PassLedger::Turn PassLedger::turn(const std::string& op, const CalibPoint& point) const {
+  const auto it = cost_.find({op, point});
+  if (it == cost_.end()) return Turn::first;
+  return it->second >= 0 && it->second <= kRetimeMaxSeconds ? Turn::again : Turn::leave;
+}
+
+void PassLedger::timed(const std::string& op, const CalibPoint& point, double seconds) {
+  cost_.try_emplace({op, point}, std::max(0.0, seconds));
+}
+
+void PassLedger::close(const std::string& op, const CalibPoint& point) { cost_[{op, point}] = -1; }
+
+double first_pass_share(int passes) {
+  constexpr double kRetimeShare = 0.2;
+  return 1.0 / (1.0 + kRetimeShare * std::max(0, passes - 1));
 }
 
 }  // namespace sy

@@ -174,16 +174,12 @@ double middle(std::vector<double> v) {
 
 // One pass over the grid within `seconds`; each timed point keyed by the grid's point (`keys`, parallel to the
 // tables' points), the recorded dims differing where a point records an outcome (the experts a routing touched).
-// `first_pass`: a series' first point is timed whatever the budget (later passes time only what their share of the
-// time allows: every point already has the first pass's time). `cost`: each point's wall time in the first pass
-// (preparing and timing it), which that pass writes and the later ones read: a point that took longer than
-// kRetimeMaxSeconds is not timed again (the 1 GB streaming product, 2-3 s on two cores, would take a later
-// pass's whole share of its op, and its calls already span far more than a disturbance).
-constexpr double kRetimeMaxSeconds = 0.25;
-
+// `first_pass`: a series' first point is timed whatever the budget (a later pass's series may have nothing of its
+// own: the first pass timed every point once). `ledger`: which points this pass times, and what it learnt for the
+// next (PassLedger).
 std::vector<MeasuredOp> time_ops_pass(const OpsRun& run, const std::vector<OpGrid>& grid, double seconds,
-                                      bool first_pass, std::map<std::pair<std::string, CalibPoint>, double>& cost,
-                                      std::vector<SkippedPoint>& skipped, std::vector<std::vector<CalibPoint>>& keys) {
+                                      bool first_pass, PassLedger& ledger, std::vector<SkippedPoint>& skipped,
+                                      std::vector<std::vector<CalibPoint>>& keys) {
   Backend& be = run.be;
   const Lockstep lock{.world = run.lockstep};
   Budget budget{.seconds = seconds};
@@ -229,10 +225,9 @@ std::vector<MeasuredOp> time_ops_pass(const OpsRun& run, const std::vector<OpGri
           skip(point, "a dim is 0 (a slice finer than the shape, e.g. 4 kv heads over tp 8)");
           continue;
         }
-        if (!first_pass) {
-          const auto c = cost.find({g.op, point});
-          if (lock.any(c == cost.end() || c->second > kRetimeMaxSeconds)) continue;
-        }
+        // Every rank's ledger holds the same points failed, closed or not yet timed; their costs differ, so a
+        // point is left when any rank would leave it.
+        if (lock.any(ledger.turn(g.op, point) == PassLedger::Turn::leave)) continue;
         const auto point_start = BenchClock::now();
         std::optional<PointMemory> mem;
         std::optional<Prepared> prepared;
@@ -269,6 +264,7 @@ std::vector<MeasuredOp> time_ops_pass(const OpsRun& run, const std::vector<OpGri
         }
         if (failed) {
           skip(point, why);
+          ledger.close(g.op, point);
           continue;
         }
         us = lock.of_ranks(cold_op, us);
@@ -296,8 +292,9 @@ std::vector<MeasuredOp> time_ops_pass(const OpsRun& run, const std::vector<OpGri
         const CalibPoint recorded = prepared->recorded.empty() ? point : prepared->recorded;
         table.points.push_back({.dims = recorded, .us = us, .alone_us = alone});
         op_keys.push_back(point);
-        if (first_pass) cost[{g.op, point}] = ms_since(point_start) / 1e3;
+        ledger.timed(g.op, point, ms_since(point_start) / 1e3);
         if (us > run.timing.cut_us && later > 0) {
+          for (size_t j = i + 1; j < series.size(); ++j) ledger.close(g.op, series[j]);
           skip(series[i + 1], fmt::format("one call at {} took {:.1f} ms, over the {:.0f} ms cut; this and {} larger "
                                           "point(s) of the series not timed",
                                           point_text(point), us / 1e3, run.timing.cut_us / 1e3, later - 1));
@@ -336,27 +333,27 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
   std::map<std::string, std::vector<std::string>> op_dims;
   std::map<std::string, std::vector<CalibPoint>> point_order;  // by op: the keys, first seen first
   std::map<std::pair<std::string, CalibPoint>, Merged> merged;
-  std::map<std::pair<std::string, CalibPoint>, std::string> not_timed;  // the first pass's reason
-  std::map<std::pair<std::string, CalibPoint>, double> cost;            // the first pass's wall seconds a point
+  std::map<std::pair<std::string, CalibPoint>, std::string> not_timed;  // the last pass's reason
+  PassLedger ledger;
   // The timing's repeats spread over the passes rather than taken back to back: with 3 repeats and 3 passes, each
   // pass times a point once, so the passes cost about what one pass of three repeats did.
   OpsRun pass_run = run;
   pass_run.timing.repeats = std::max(1, run.timing.repeats / run.passes);
   const auto start = BenchClock::now();
   for (int pass = 0; pass < run.passes; ++pass) {
-    // The first pass half the time: it prepares every point's memory (the weights of a series, the cold pools),
-    // which the later passes, timing a point once each, spend far less on (on two cores, 3.1 s for the linear
-    // grid's first pass against 0.6 s for each later one). The later passes share what is left.
+    // Coverage before repeats (item 41): the first pass the time one pass would have had less what the later
+    // ones need to time its points again (first_pass_share); they share what is left, the first's unspent time
+    // too, and time again its cheapest points of each series first, then what its time did not reach.
     const double remaining = std::max(0.0, run.seconds - ms_since(start) / 1e3);
-    const double left = run.passes == 1 ? remaining : pass == 0 ? remaining / 2 : remaining / (run.passes - pass);
+    const double left = pass == 0 ? remaining * first_pass_share(run.passes) : remaining / (run.passes - pass);
     if (run.log && run.passes > 1) {
       std::printf("calibrate: pass %d of %d, %.1f s\n", pass + 1, run.passes, left);
       std::fflush(stdout);
     }
     std::vector<SkippedPoint> pass_skipped;
     std::vector<std::vector<CalibPoint>> keys;
-    const std::vector<MeasuredOp> tables = time_ops_pass(pass_run, grid, left, pass == 0, cost, pass_skipped, keys);
-    for (SkippedPoint& s : pass_skipped) not_timed.try_emplace({s.op, s.point}, std::move(s.why));
+    const std::vector<MeasuredOp> tables = time_ops_pass(pass_run, grid, left, pass == 0, ledger, pass_skipped, keys);
+    for (SkippedPoint& s : pass_skipped) not_timed.insert_or_assign({s.op, s.point}, std::move(s.why));
     for (size_t t = 0; t < tables.size(); ++t) {
       const MeasuredOp& m = tables[t];
       if (op_dims.try_emplace(m.op, m.dims).second) op_order.push_back(m.op);

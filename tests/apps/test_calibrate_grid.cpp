@@ -39,5 +39,40 @@ TEST(CalibrationGrid, ExpertRanksAreTimedColdAtTheirPairs) {
   EXPECT_GT(whole, 0);
 }
 
+// Coverage before repeats (docs/perf-notes.md item 41): a point no pass has timed is timed by the next pass that
+// reaches it (the first pass's time ran out before it); one timed cheaply is timed again; one that failed, lies
+// past a series' cut or took over kRetimeMaxSeconds is left alone by every later pass.
+TEST(CalibrationPasses, LaterPassesRetimeCheapPointsAndReachWhatTheFirstDidNot) {
+  PassLedger ledger;
+  const CalibPoint small{1, 2048, 256}, large{2048, 2048, 256}, dear{4096, 8192, 8192}, failed{64, 8, 8};
+  EXPECT_EQ(ledger.turn("linear", small), PassLedger::Turn::first);
+  ledger.timed("linear", small, 0.01);
+  ledger.timed("linear", dear, PassLedger::kRetimeMaxSeconds * 4);
+  ledger.close("linear", failed);
+  EXPECT_EQ(ledger.turn("linear", small), PassLedger::Turn::again);
+  EXPECT_EQ(ledger.turn("linear", large), PassLedger::Turn::first) << "not reached by the first pass";
+  EXPECT_EQ(ledger.turn("linear", dear), PassLedger::Turn::leave);
+  EXPECT_EQ(ledger.turn("linear", failed), PassLedger::Turn::leave);
+  EXPECT_EQ(ledger.turn("add_rms_norm", small), PassLedger::Turn::first) << "points are per op";
+  // A later timing does not replace the first's cost, so a point cheap once stays cheap to re-time.
+  ledger.timed("linear", small, 1.0);
+  EXPECT_EQ(ledger.turn("linear", small), PassLedger::Turn::again);
+  // Reached by a later pass: timed again by the one after, as a first pass's point would be.
+  ledger.timed("linear", large, PassLedger::kRetimeMaxSeconds / 2);
+  EXPECT_EQ(ledger.turn("linear", large), PassLedger::Turn::again);
+}
+
+// The first pass's share: all of the time for one pass; with N, 1 / (1 + 0.2 (N − 1)), so that a later pass costing
+// a fifth of the first (item 36's measurement on two cores) re-times all of its points within the rest.
+TEST(CalibrationPasses, TheFirstPassHasTheTimeLessTheRetiming) {
+  EXPECT_DOUBLE_EQ(first_pass_share(1), 1.0);
+  EXPECT_DOUBLE_EQ(first_pass_share(2), 1.0 / 1.2);
+  EXPECT_DOUBLE_EQ(first_pass_share(3), 1.0 / 1.4);
+  for (const int n : {2, 3, 5}) {
+    const double first = first_pass_share(n);
+    EXPECT_NEAR(first + 0.2 * first * (n - 1), 1.0, 1e-12) << n << " passes";
+  }
+}
+
 }  // namespace
 }  // namespace sy
