@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <new>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <string_view>
@@ -175,8 +176,8 @@ double middle(std::vector<double> v) {
 // One pass over the grid within `seconds`; each timed point keyed by the grid's point (`keys`, parallel to the
 // tables' points), the recorded dims differing where a point records an outcome (the experts a routing touched).
 // `first_pass`: a series' first point is timed whatever the budget (a later pass's series may have nothing of its
-// own: the first pass timed every point once). `ledger`: which points this pass times, and what it learnt for the
-// next (PassLedger).
+// own: the first pass timed every point once). `ledger`: which points this pass times, in which order, and what
+// it learnt for the next (PassLedger).
 std::vector<MeasuredOp> time_ops_pass(const OpsRun& run, const std::vector<OpGrid>& grid, double seconds,
                                       bool first_pass, PassLedger& ledger, std::vector<SkippedPoint>& skipped,
                                       std::vector<std::vector<CalibPoint>>& keys) {
@@ -210,17 +211,28 @@ std::vector<MeasuredOp> time_ops_pass(const OpsRun& run, const std::vector<OpGri
       const double series_share = std::max(0.0, share - ms_since(op_start) / 1e3) / static_cast<double>(series_left--);
       const auto series_start = BenchClock::now();
       double prev_us = 0, prev_rows = 1;  // the series' last timed point: its time and its first dim
-      for (size_t i = 0; i < series.size(); ++i) {
+      // A later pass first reaches the points no earlier pass timed (a first pass whose time ran out before the
+      // series' large rows: item 41), then times again the ones timed before, each sweep from the cheapest up.
+      // Every rank's ledger holds the same points timed, so the order is the same on all of them.
+      std::vector<size_t> order(series.size());
+      std::iota(order.begin(), order.end(), size_t{0});
+      if (!first_pass) {
+        std::stable_partition(order.begin(), order.end(),
+                              [&](size_t i) { return ledger.turn(g.op, series[i]) == PassLedger::Turn::first; });
+      }
+      for (size_t n = 0; n < order.size(); ++n) {
+        const size_t i = order[n];
         const CalibPoint& point = series[i];
         const size_t later = series.size() - i - 1;
         // A series' first point is timed whatever the budget, so that no op or shape is left without points (the
         // planner would fall back to the preset's efficiencies, or to another shape's ratio).
-        if ((i > 0 || !first_pass) && lock.any(ms_since(series_start) / 1e3 > series_share)) {
+        if ((n > 0 || !first_pass) && lock.any(ms_since(series_start) / 1e3 > series_share)) {
           skip(point, fmt::format("the series' part ({:.2f} s) of the op's share of the time budget ({:.1f} s of "
-                                  "--max-seconds) was spent; {} larger point(s) of this series not timed either",
-                                  series_share, share, later));
+                                  "--max-seconds) was spent; {} more point(s) of this series not timed in this pass",
+                                  series_share, share, order.size() - n - 1));
           break;
         }
+        if (static_cast<double>(point[0]) < prev_rows) prev_us = 0;  // the sweep of points timed before begins
         if (std::any_of(point.begin(), point.end(), [](int64_t v) { return v <= 0; })) {
           skip(point, "a dim is 0 (a slice finer than the shape, e.g. 4 kv heads over tp 8)");
           continue;
