@@ -154,6 +154,12 @@ class PassLedger {
 // kRetimeShare; docs/perf-notes.md item 36), 1 / (1 + kRetimeShare (passes - 1)): 0.71 for three passes.
 double first_pass_share(int passes);
 
+// A cold expert point's routings (moe_experts_cold): `ids` (top_k a token) and its rotations by top_k, every id
+// plus r · top_k modulo n_experts for r = 0 .. n_experts / gcd(n_experts, top_k) - 1; each keeps the tokens' distinct
+// experts and how many experts are touched, and together they visit each expert about once per copy of the
+// weights (bench_calibrate_grid.cpp; docs/perf-notes.md item 44).
+std::vector<std::vector<int32_t>> expert_rotations(const std::vector<int32_t>& ids, int64_t n_experts, int64_t top_k);
+
 // The ops of the profile, their dims, and the setup of one point (bench_calibrate_ops.cpp).
 struct OpSpec {
   std::string op;

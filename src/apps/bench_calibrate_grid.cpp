@@ -3,6 +3,7 @@
 // that other models interpolate between. The lists below are the whole grid; extend them here. Also which points
 // each pass of a calibration times (PassLedger).
 #include <algorithm>
+#include <numeric>
 #include <set>
 #include <string>
 
@@ -478,6 +479,15 @@ void PassLedger::close(const std::string& op, const CalibPoint& point) { cost_[{
 double first_pass_share(int passes) {
   constexpr double kRetimeShare = 0.2;
   return 1.0 / (1.0 + kRetimeShare * std::max(0, passes - 1));
+}
+
+std::vector<std::vector<int32_t>> expert_rotations(const std::vector<int32_t>& ids, int64_t n_experts, int64_t top_k) {
+  std::vector<std::vector<int32_t>> out;
+  for (int64_t r = 0; r < n_experts / std::gcd(n_experts, top_k); ++r) {
+    std::vector<int32_t>& rotated = out.emplace_back(ids);
+    for (int32_t& e : rotated) e = static_cast<int32_t>((e + r * top_k) % n_experts);
+  }
+  return out;
 }
 
 }  // namespace sy

@@ -113,7 +113,12 @@ Prepared prepare_linear_f32(PointMemory& mem, Backend& be, const CalibPoint& d) 
 }
 
 // Routing uniformly at random: top_k distinct experts per token; the weights 1/top_k. cold: each call reads the
-// next copy of every expert's matrices (PointMemory::cold_weights), gate_up and down side by side in one.
+// next copy of every expert's matrices (PointMemory::cold_weights), gate_up and down side by side in one, and
+// once through the copies, the next rotation of the routing (every expert id plus top_k, modulo the experts): a
+// call reads only the experts it touches, so with one routing the same few experts of the same two or three
+// copies came back every few calls (at 1 token, top 4 of 32: 25 MB apart on the medium config, well inside a
+// server's last-level cache; docs/perf-notes.md item 44), where with the rotations an expert's weights are read
+// again about a pool's length of reads later, as a decode step's layers each read theirs once.
 Prepared prepare_moe(PointMemory& mem, Backend& be, const CalibPoint& d, bool cold) {
   const int64_t T = d[0], K = d[1], E = d[2], H = d[3], I = d[4];
   SY_CHECK(K <= E, "top_k {} exceeds the {} experts", K, E);
@@ -149,11 +154,17 @@ Prepared prepare_moe(PointMemory& mem, Backend& be, const CalibPoint& d, bool co
   }
   const WeightCopies copies = mem.cold_weights(E * 3 * I * H, "experts");
   const size_t gate_up_bytes = static_cast<size_t>(E * 2 * I * H) * dtype_size(be.weight_dtype());
+  std::vector<const int32_t*> routings;
+  for (const std::vector<int32_t>& rotated : expert_rotations(ids, E, K)) {
+    routings.push_back(routings.empty() ? a.expert_ids : mem.ints(rotated));
+  }
   return {.issue =
-              [&be, a, copies, gate_up_bytes, i = size_t{0}]() mutable {
+              [&be, a, copies, gate_up_bytes, routings, i = size_t{0}]() mutable {
                 MoeExpertsArgs c = a;
                 c.gate_up = copies.at(i);
-                c.down = static_cast<const char*>(copies.at(i++)) + gate_up_bytes;
+                c.down = static_cast<const char*>(copies.at(i)) + gate_up_bytes;
+                c.expert_ids = routings[(i / copies.count) % routings.size()];
+                ++i;
                 be.moe_experts(c);
               },
           .capturable = false,

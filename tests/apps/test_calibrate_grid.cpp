@@ -74,5 +74,37 @@ TEST(CalibrationPasses, TheFirstPassHasTheTimeLessTheRetiming) {
   }
 }
 
+// A cold expert point's routings (item 44): n_experts / gcd(n_experts, top_k) of them, each a bijection of the
+// first (the same distinct experts a token, the same count touched); one token's top 4 of 32 at 0..3 visits every
+// expert exactly once over the 8 rotations.
+TEST(CalibrationPoints, ColdExpertRoutingsVisitEveryExpert) {
+  const std::vector<int32_t> ids{0, 1, 2, 3};
+  const auto rot = expert_rotations(ids, 32, 4);
+  ASSERT_EQ(rot.size(), 8U);
+  EXPECT_EQ(rot.front(), ids);
+  std::vector<int> seen(32, 0);
+  for (const auto& r : rot) {
+    ASSERT_EQ(r.size(), ids.size());
+    for (const int32_t e : r) ++seen[static_cast<size_t>(e)];
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 32) << "each of the 32 experts once";
+  // Two tokens sharing an expert (touched 3 of 16, top 2): every rotation touches 3 as well.
+  const std::vector<int32_t> two{5, 9, 9, 12};
+  const auto r2 = expert_rotations(two, 16, 2);
+  ASSERT_EQ(r2.size(), 8U);
+  for (const auto& r : r2) {
+    EXPECT_NE(r[0], r[1]);
+    EXPECT_EQ(r[1], r[2]) << "the shared expert stays shared";
+    EXPECT_NE(r[3], r[0]);
+    EXPECT_NE(r[3], r[1]);
+  }
+  // top_k 3 of 8 experts: gcd 1, so 8 rotations, each id over all 8 experts once.
+  const auto r3 = expert_rotations({7}, 8, 3);
+  std::vector<int32_t> visits;
+  for (const auto& r : r3) visits.push_back(r[0]);
+  std::sort(visits.begin(), visits.end());
+  EXPECT_EQ(visits, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
 }  // namespace
 }  // namespace sy
