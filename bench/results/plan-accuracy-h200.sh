@@ -10,7 +10,7 @@
 # and LENS (512, 8192); cpu-ranks by MODELS (pydoc-moe, qwen3-moe-cpu-medium) and LAYOUTS (base,tp2,ep2,pp2,dp2+ep2 /
 # tp4,ep4,pp2+tp2,pp4,dp4+ep4 / tp8,ep8,pp8,dp8+ep8,pp2+tp4). Every part ends before LIMIT seconds (default 570):
 # plan_accuracy.py starts no bench run it cannot finish by then and writes what finished. While the machine stays
-# warm each part's results.json is kept in /tmp/pa-state and the parts so far are merged into $OUT/merged-<set>/;
+# warm each part's results.json is kept in /tmp/pa-state-$NAME and the parts so far are merged into $OUT/merged-<set>/;
 # locally, `python3 bench/plan_accuracy.py --merge A/results.json B/results.json --out DIR` does the same.
 # Env: MODELS, LENS (input lengths), LAYOUTS, BATCHES (comma lists, default the set's), OUTPUT_LEN (64), PHASES
 # ("calibrate accuracy"), RANKS (cpu calibrations, "1 2 4 8"), RECAL=1, CAL_TIMEOUT (s per calibration, 300),
@@ -20,7 +20,8 @@
 # 8-rank calibration alone, likewise any W), CAL_MODELS (cpu: calibrate's
 # --model arguments, default the set's two models; empty: the built-in grid), REPEATS (bench runs a case: one full
 # run, then rounds of --decode-only runs over every case, the median decode kept), LIMIT (570), NAME (carry
-# folder, pa), PACK=1 (pack $OUT for the device tool's 8 files). A profile from an earlier call can come
+# folder, pa; the warm machine keeps profiles and parts per NAME, so that a second binary's calibrations, an A/B of
+# calibrate replanned offline over one round's bench runs, leave the first's alone), PACK=1 (pack $OUT for the device tool's 8 files). A profile from an earlier call can come
 # back in .devcarry/$NAME/profiles/.
 # .devcarry/$NAME/bin.tar.xz: bin/ (build-cuda, stripped: switchyard) and lib/ (the shared libraries it needs, flat),
 # made by bench/pack_device.sh (a CPU-ranks round needs only a build with MPI: scripts/setup.sh -DSY_WITH_MPI=ON).
@@ -33,7 +34,7 @@ LIMIT=${LIMIT:-570}
 CAL_TIMEOUT=${CAL_TIMEOUT:-300}
 PHASES=${PHASES:-calibrate accuracy}
 MODE=${1:-gpu}
-ST=/tmp/pa-state
+ST=/tmp/pa-state-$NAME
 mkdir -p "$OUT" "$ST/results" /tmp/carry
 tar -C /tmp/carry -xJf ".devcarry/$NAME/bin.tar.xz" || { echo "no .devcarry/$NAME/bin.tar.xz"; exit 2; }
 export LD_LIBRARY_PATH=/tmp/carry/lib:$LD_LIBRARY_PATH
