@@ -97,7 +97,7 @@ if [ "$MODE" = gpu ]; then
   accuracy one-gpu h200
 elif [ "$MODE" = cpu ]; then
   command -v mpirun > /dev/null || echo "no mpirun on PATH: layouts of several CPU ranks will fail"
-  { nproc; lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Core|Socket|NUMA node\('; } > "$OUT/cpu.txt" 2>&1
+  { nproc; lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Core|Socket|NUMA node\('; lscpu -C; } > "$OUT/cpu.txt" 2>&1
   CPU_MODELS="--model models/pydoc-moe --model bench/configs/qwen3-moe-cpu-medium"
   names=()
   for w in ${RANKS:-1 2 4 8}; do
