@@ -17,12 +17,12 @@
 # CAL_SECONDS (calibrate's own --max-seconds bound; a CPU grid is timed in 3 passes, docs/perf-notes.md item 36:
 # 50 s times 6-8% fewer points than one pass did; at 8 ranks in 45 s the first pass cut the linear series to 1-4
 # rows, item 41), CAL_PASSES (calibrate's --passes; default its own, 3 on a CPU; CAL_PASSES_R8=1 sets it for the
-# 8-rank calibration alone, likewise any W), CAL_MODELS (cpu: calibrate's
-# --model arguments, default the set's two models; empty: the built-in grid), REPEATS (bench runs a case: one full
-# run, then rounds of --decode-only runs over every case, the median decode kept), LIMIT (570), NAME (carry
-# folder, pa; the warm machine keeps profiles and parts per NAME, so that a second binary's calibrations, an A/B of
-# calibrate replanned offline over one round's bench runs, leave the first's alone), PACK=1 (pack $OUT for the device tool's 8 files). A profile from an earlier call can come
-# back in .devcarry/$NAME/profiles/.
+# 8-rank calibration alone, likewise any W), CAL_MODELS (cpu: calibrate's --model arguments, default the set's two
+# models; empty: the built-in grid), REPEATS (bench runs a case: one full run, then rounds of --decode-only runs
+# over every case, the median decode kept), LIMIT (570), NAME (carry folder, pa; the warm machine keeps profiles
+# and parts per NAME, so that a second binary's calibrations, an A/B of calibrate replanned offline over one
+# round's bench runs, leave the first's alone), PACK=1 (pack $OUT for the device tool's 8 files). A profile from
+# an earlier call can come back in .devcarry/$NAME/profiles/.
 # .devcarry/$NAME/bin.tar.xz: bin/ (build-cuda, stripped: switchyard) and lib/ (the shared libraries it needs, flat),
 # made by bench/pack_device.sh (a CPU-ranks round needs only a build with MPI: scripts/setup.sh -DSY_WITH_MPI=ON).
 # Results in $OUT: h200.json or cpu-rW.json (profiles), calibrate-*.txt, <set>/ (results.json, table.md, logs/,
