@@ -127,6 +127,35 @@ std::vector<std::pair<double, double>> series(const std::vector<std::pair<double
   return out;
 }
 
+// A point of a series: the varying dim's value, log(time / work) and log(work).
+struct SeriesPoint {
+  double x, log_ratio, log_work;
+};
+
+// series() over the points of one shape, each point's time held to the lower envelope from above: a point never
+// takes longer than one of the same shape with more of the varying dim (more rows, tokens, pairs or context: more
+// work by the same kernel), so a point slower than a larger one caught something else on the machine (a CPU
+// thread preempted for a time slice: 8-12 ms on points of 0.1-3 ms) and reads as the larger one's time. A CPU
+// host's two calibrations of one rank, minutes apart, put 31% of their common points outside 0.8-1.25x of each
+// other; the planner's decode step at batch 1 from the one against the other was 1.25-5.1x, 0.75-1.06x so held
+// (docs/perf-notes.md item 45). Points off their neighbours the other way, or faster, are kept: a median over
+// three points smoothed away a real slow point of the experts (ep4 at batch 64 priced 22% under, from 14%).
+std::vector<std::pair<double, double>> capped_series(const std::vector<SeriesPoint>& points) {
+  std::vector<std::pair<double, double>> ratios, works;
+  for (const SeriesPoint& p : points) {
+    ratios.emplace_back(p.x, p.log_ratio);
+    works.emplace_back(p.x, p.log_work);
+  }
+  auto out = series(ratios);
+  const auto w = series(works);
+  double cap = std::numeric_limits<double>::infinity();  // log time
+  for (size_t i = out.size(); i-- > 0;) {
+    cap = std::min(cap, out[i].second + w[i].second);
+    out[i].second = cap - w[i].second;
+  }
+  return out;
+}
+
 }  // namespace
 
 int OpTable::dim(const std::string& name) const {
@@ -241,17 +270,18 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
   }
   SY_CHECK(nearest != nullptr, "the profile {} has no points of op '{}'", source, op);
   // Each point of that shape as log(measured time / predicted work), over the varying dims.
-  const auto ratio = [&](const std::vector<double>& p) {
-    return lg(p.back() * 1e-6 / work_seconds(work(DimView{&t.dims, p.data()})));
+  const auto point = [&](const std::vector<double>& p, double x) {
+    const double w = work_seconds(work(DimView{&t.dims, p.data()}));
+    return SeriesPoint{.x = x, .log_ratio = lg(p.back() * 1e-6 / w), .log_work = lg(w)};
   };
   double log_r = 0;
   if (vi.size() == 1) {
-    std::vector<std::pair<double, double>> rows;
+    std::vector<SeriesPoint> rows;
     for (const size_t i : nearest->members) {
       const auto& p = t.points[i];
-      rows.emplace_back(p[static_cast<size_t>(vi[0])], ratio(p));
+      rows.push_back(point(p, p[static_cast<size_t>(vi[0])]));
     }
-    const auto s = series(rows);
+    const auto s = capped_series(rows);
     const auto a = static_cast<size_t>(vi[0]);
     log_r = interp_log(s, q[a]);
     if (q[a] > s.back().first) {
@@ -270,13 +300,13 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
     SY_CHECK(vi.size() == 2, "op_seconds interpolates over one or two dims, not {}", vi.size());
     const auto a = static_cast<size_t>(vi[0]), b = static_cast<size_t>(vi[1]);
     // Interpolate over a within each measured value of b, then over b.
-    std::map<double, std::vector<std::pair<double, double>>> by_b;
+    std::map<double, std::vector<SeriesPoint>> by_b;
     for (const size_t i : nearest->members) {
       const auto& p = t.points[i];
-      by_b[p[b]].emplace_back(p[a], ratio(p));
+      by_b[p[b]].push_back(point(p, p[a]));
     }
     std::vector<std::pair<double, double>> over_b;
-    for (const auto& [bv, rows] : by_b) over_b.emplace_back(bv, interp_log(series(rows), q[a]));
+    for (const auto& [bv, rows] : by_b) over_b.emplace_back(bv, interp_log(capped_series(rows), q[a]));
     log_r = interp_log(over_b, q[b]);
   }
   return std::exp(log_r) * work_seconds(work(DimView{&t.dims, q.data()}));
@@ -307,8 +337,13 @@ double stream_rate(const MachineProfile& p, const std::map<std::string, OpTable>
 
 // MachineProfile::cache_curve from a linear_pool table: each pool's time (the median of its rounds) as the
 // fraction of the way from the smallest pool's (the op's own weights) to the largest's, clamped to [0, 1] and made
-// non-decreasing (a pool never reads faster than a smaller one but for noise). A curve of zeros when the largest
-// pool is no slower.
+// non-decreasing (a pool never reads faster than a smaller one but for noise). No curve when the largest pool is
+// less than kCurveSpan slower than the smallest: the probe did not see the caches (one CPU rank of 16 threads
+// splits the op's 1 MiB into 64 KiB a thread and times its overhead, 16 µs a call from 1 to 256 MiB, the curve
+// then a step at whichever pool the noise put highest; docs/perf-notes.md item 46), and the cost model goes by
+// bytes as without the table.
+constexpr double kCurveSpan = 0.1;
+
 std::vector<std::pair<double, double>> cache_curve(const std::map<std::string, OpTable>& tables) {
   const auto it = tables.find("linear_pool");
   if (it == tables.end()) return {};
@@ -325,9 +360,10 @@ std::vector<std::pair<double, double>> cache_curve(const std::map<std::string, O
   }
   if (us.size() < 2) return {};
   const double lo = us.front().second, span = us.back().second - lo;
+  if (!(span >= kCurveSpan * lo)) return {};
   double f = 0;
   for (auto& [bytes, v] : us) {
-    f = span > 0 ? std::max(f, std::clamp((v - lo) / span, 0.0, 1.0)) : 0.0;
+    f = std::max(f, std::clamp((v - lo) / span, 0.0, 1.0));
     v = f;
   }
   return us;
