@@ -120,6 +120,11 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
                .passes = passes,
                .weight_dtype = be->weight_dtype() == DType::bf16 ? "bf16" : "f32",
                .models = o.models};
+  if (cpu) {
+    const HostCaches host = host_caches();
+    p.machine.cache_mb = static_cast<double>(host.last_level_bytes) / 1048576.0;
+    p.machine.cold_pool_mb = static_cast<double>(cold_pool_bytes(host.last_level_bytes) >> 20);
+  }
   const TimingPolicy timing{.graphs = !cpu,
                             .batch_us = o.quick ? 300.0 : 1000.0,
                             .repeats = cpu || o.quick ? 3 : 5,

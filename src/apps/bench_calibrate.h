@@ -64,6 +64,8 @@ struct MachineSection {
   int passes = 1;                   // over the ops' grid (OpsRun::passes)
   std::string weight_dtype;         // "bf16" or "f32"
   std::vector<std::string> models;  // the model folders whose shapes made the grid (--model); empty: built-in
+  double cache_mb = 0;              // the CPU's last-level cache (HostCaches), 0 when unknown
+  double cold_pool_mb = 0;          // what the cold ops rotate their weights through (cold_pool_bytes); CPU only
 };
 
 // One point of the skew beyond the caches (StepSection::skew_cold).
@@ -119,10 +121,28 @@ struct OpGrid {
   std::vector<std::vector<CalibPoint>> series;
 };
 
+// What a CPU calibration sizes its cold weights and its cache curve's product from (bench_calibrate_grid.cpp).
+struct HostCaches {
+  size_t last_level_bytes = 0;  // the CPU's largest cache level (sysfs, else sysconf); 0 when unknown
+  int threads = 1;              // this rank's OpenMP threads
+};
+HostCaches host_caches();
+// The bytes the cold ops (linear_cold, moe_experts_cold) rotate their weights through: twice the last-level cache,
+// at least 256 MiB, in whole MiB. A pool the L3 holds is not cold: the GPU machines' hosts have 300 MB of it.
+size_t cold_pool_bytes(size_t last_level_bytes);
+// The f32 weights of linear_pool's product (elements, k = 1,024): 64 Ki a thread (256 KiB, within a core's L2),
+// at least 256 Ki (1 MiB). One MiB over 16 threads is 64 KiB a thread, and the call then times its own overhead
+// whatever the pool (16 µs from 1 to 256 MiB at one rank of the GPU host: docs/perf-notes.md item 46).
+int64_t pool_weight_elems(int threads);
+// linear_pool's pools in MiB: from the product's own weights up to the cold pool.
+std::vector<int64_t> pool_sizes_mb(const HostCaches& host);
+
 // The grid of every op on `device` (full, or the quick one that runs in seconds on a small CPU), in the order
 // they are measured (bench_calibrate_grid.cpp). With `models` (bench calibrate --model), the full grid holds the
 // shapes of those models only, at every tp, ep and etp slice, in place of the built-in models and generic shapes.
-std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vector<ModelDesc>& models = {});
+// `host` sizes the CPU's cache-curve points.
+std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vector<ModelDesc>& models = {},
+                                     const HostCaches& host = host_caches());
 
 // Which points each pass of a calibration times (time_ops, OpsRun::passes), coverage before repeats
 // (docs/perf-notes.md item 41): the first pass every point its share of the time reaches; a later pass times again

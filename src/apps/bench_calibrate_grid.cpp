@@ -2,7 +2,12 @@
 // projection, expert set, attention and routing shape, at tensor- and expert-parallel slices) plus generic shapes
 // that other models interpolate between. The lists below are the whole grid; extend them here. Also which points
 // each pass of a calibration times (PassLedger).
+#include <omp.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <set>
 #include <string>
@@ -21,9 +26,10 @@ const std::vector<int64_t> kColdRows = {1, 4, 16, 64};
 // 64 · top_k / ep of them (128 for top 4 over ep 2), a 128-token prompt's prefill 128 · top_k / ep (256, the
 // busiest rank more), and a query past the cold table's rows falls back to the hot one (cost_model.cpp timed_op).
 const std::vector<int64_t> kColdPairs = {1, 4, 16, 64, 128, 256, 512};
-// The pools (MiB per rank) a CPU's linear_pool rotates one MiB of f32 weights through: from the op's own weights
-// (nothing else read between two calls) to far past a last-level cache.
-const std::vector<int64_t> kPoolMb = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
+// The pools (MiB per rank) a CPU's linear_pool rotates its weights through: from the op's own weights (nothing
+// else read between two calls) to past a last-level cache (pool_sizes_mb keeps those from the weights to the
+// cold pool).
+const std::vector<int64_t> kPoolMb = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
 constexpr size_t kPoolRounds = 5;
 // Tokens of context per sequence, and the decode batches attention is timed at.
 const std::vector<int64_t> kContexts = {128, 512, 1024, 2048, 4096, 8192, 16384};
@@ -33,7 +39,7 @@ const std::vector<int64_t> kPrefillSeqs = {1, 4};
 // E/ep, each received pair one row of top_k 1, as moe_forward_parallel calls it); expert-TP slices (inter/etp).
 const std::vector<int64_t> kTp = {1, 2, 4, 8};
 const std::vector<int64_t> kEp = {2, 4, 8};
-const std::vector<int64_t> kEtp = {2, 4};
+const std::vector<int64_t> kEtp = {2, 4, 8};
 const std::vector<int64_t> kVocabs = {4096, 32000, 129280, 151936, 163840};
 
 // A model's shapes, from its config.json.
@@ -316,9 +322,63 @@ std::vector<OpGrid> quick_grid() {
   return g;
 }
 
+// A sysfs cache size ("300M", "32768K", "2097152"), in bytes; 0 when unreadable.
+size_t cache_size_bytes(const std::string& text) {
+  size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    return 0;
+  }
+  const char unit = pos < text.size() ? text[pos] : ' ';
+  const size_t scale = unit == 'K'   ? size_t{1} << 10
+                       : unit == 'M' ? size_t{1} << 20
+                       : unit == 'G' ? size_t{1} << 30
+                                     : 1;
+  return static_cast<size_t>(v) * scale;
+}
+
 }  // namespace
 
-std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vector<ModelDesc>& described) {
+HostCaches host_caches() {
+  HostCaches h{.threads = std::max(1, omp_get_max_threads())};
+  // The highest cache level of CPU 0 that holds data (sysfs lists each index's level, type and size).
+  int best_level = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::filesystem::path dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i);
+    std::ifstream level_in(dir / "level"), type_in(dir / "type"), size_in(dir / "size");
+    int level = 0;
+    std::string type, size;
+    if (!(level_in >> level) || !(type_in >> type) || !(size_in >> size) || type == "Instruction") continue;
+    if (level > best_level) best_level = level, h.last_level_bytes = cache_size_bytes(size);
+  }
+  if (h.last_level_bytes == 0) {
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    h.last_level_bytes = static_cast<size_t>(std::max<long>({l3, l2, 0}));
+  }
+  return h;
+}
+
+size_t cold_pool_bytes(size_t last_level_bytes) {
+  constexpr size_t mib = size_t{1} << 20;
+  return std::max(size_t{256} * mib, (2 * last_level_bytes + mib - 1) / mib * mib);
+}
+
+int64_t pool_weight_elems(int threads) { return std::max<int64_t>(int64_t{256} << 10, int64_t{threads} << 16); }
+
+std::vector<int64_t> pool_sizes_mb(const HostCaches& host) {
+  const int64_t own = pool_weight_elems(host.threads) * 4 >> 20;  // f32
+  const auto pool = static_cast<int64_t>(cold_pool_bytes(host.last_level_bytes) >> 20);
+  std::vector<int64_t> v;
+  for (int64_t mb : kPoolMb) {
+    if (mb >= own && mb <= pool) v.push_back(mb);
+  }
+  return v;
+}
+
+std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vector<ModelDesc>& described,
+                                     const HostCaches& host) {
   if (quick) return quick_grid();
   const bool cpu = device == Device::cpu;
   // The models given, or the built-in ones with generic shapes between them.
@@ -366,7 +426,8 @@ std::vector<OpGrid> calibration_grid(Device device, bool quick, const std::vecto
     // host's caches hold changes from moment to moment (this machine's knee moved from 24-48 MiB to 16-24 between
     // two calibrations minutes apart).
     std::vector<CalibPoint> pools;
-    for (int64_t mb : kPoolMb) pools.push_back({1, 256, 1024, mb});
+    const int64_t n = pool_weight_elems(host.threads) / 1024;
+    for (int64_t mb : pool_sizes_mb(host)) pools.push_back({1, n, 1024, mb});
     op("linear_pool", 4).series = std::vector<std::vector<CalibPoint>>(kPoolRounds, pools);
   }
 

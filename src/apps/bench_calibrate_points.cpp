@@ -423,18 +423,17 @@ Prepared prepare_copy_to_device(PointMemory& mem, Backend& be, const CalibPoint&
 
 WeightCopies ColdPool::copies(Backend& be, size_t bytes, std::mt19937_64& rng) {
   const size_t stride = (bytes + 4095) / 4096 * 4096;
-  if (2 * stride > kColdPoolBytes) return {.count = 0};
-  return copies_within(be, bytes, kColdPoolBytes, rng);
+  if (2 * stride > bytes_) return {.count = 0};
+  return copies_within(be, bytes, bytes_, rng);
 }
 
 WeightCopies ColdPool::copies_within(Backend& be, size_t bytes, size_t pool_bytes, std::mt19937_64& rng) {
   const size_t stride = (bytes + 4095) / 4096 * 4096;
-  SY_CHECK(stride <= kColdPoolBytes && pool_bytes <= kColdPoolBytes,
-           "copies of {} bytes within {} bytes: the cold pool holds {}", bytes, pool_bytes, kColdPoolBytes);
+  SY_CHECK(stride <= bytes_ && pool_bytes <= bytes_, "copies of {} bytes within {} bytes: the cold pool holds {}",
+           bytes, pool_bytes, bytes_);
   if (!buf_) {
-    buf_ = be.alloc(kColdPoolBytes);
-    fill_random_weights(be, buf_->data(), static_cast<int64_t>(kColdPoolBytes / dtype_size(be.weight_dtype())), rng(),
-                        0.02f);
+    buf_ = be.alloc(bytes_);
+    fill_random_weights(be, buf_->data(), static_cast<int64_t>(bytes_ / dtype_size(be.weight_dtype())), rng(), 0.02f);
   }
   return {.base = buf_->as<char>(), .stride = stride, .count = std::max<size_t>(1, pool_bytes / stride)};
 }

@@ -25,11 +25,11 @@ struct PointSkip {
 // Weights kept for the points of one series (same shapes, growing rows), by name.
 using SeriesWeights = std::map<std::string, std::unique_ptr<DeviceBuffer>>;
 
-// The weights the cold ops (linear_cold, moe_experts_cold) rotate through: one buffer of kColdPoolBytes of random
-// weights, made at the first cold point and kept for the run. Each call of a cold op reads its weights at the next
-// offset, so that a call's weights were last read a pool's length of bytes ago, beyond a CPU's caches, as a
-// decode step's layers each read their own weights once (the other ops call one operand over and over, hot).
-constexpr size_t kColdPoolBytes = size_t{256} << 20;
+// The weights the cold ops (linear_cold, moe_experts_cold) rotate through: one buffer of cold_pool_bytes() of
+// random weights (twice the last-level cache, at least 256 MiB), made at the first cold point and kept for the
+// run. Each call of a cold op reads its weights at the next offset, so that a call's weights were last read a
+// pool's length of bytes ago, beyond a CPU's caches, as a decode step's layers each read their own weights once
+// (the other ops call one operand over and over, hot).
 
 // Copies of one op's weights side by side: call i reads copy i mod count, at base + (i mod count) · stride.
 struct WeightCopies {
@@ -41,6 +41,8 @@ struct WeightCopies {
 
 class ColdPool {
  public:
+  explicit ColdPool(size_t bytes = cold_pool_bytes(host_caches().last_level_bytes)) : bytes_(bytes) {}
+  size_t bytes() const { return bytes_; }
   // As many page-aligned copies of `bytes` as the pool holds; count 0 when it holds fewer than two (weights that
   // large pass the caches by themselves).
   WeightCopies copies(Backend& be, size_t bytes, std::mt19937_64& rng);
@@ -49,6 +51,7 @@ class ColdPool {
   WeightCopies copies_within(Backend& be, size_t bytes, size_t pool_bytes, std::mt19937_64& rng);
 
  private:
+  size_t bytes_;
   std::unique_ptr<DeviceBuffer> buf_;
 };
 

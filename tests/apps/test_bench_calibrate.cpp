@@ -261,7 +261,7 @@ TEST(BenchCalibrate, AModelsGridHoldsItsShapesOnly) {
   for (const auto& p : experts) {
     EXPECT_EQ(p[3], 256) << p.dump();
     const int64_t inter = p[4].get<int64_t>();
-    EXPECT_TRUE(inter == 320 || inter == 160 || inter == 80) << p.dump();
+    EXPECT_TRUE(inter == 320 || inter == 160 || inter == 80 || inter == 40) << p.dump();
   }
   // The cold tables (weights read from memory each call): the model's own shapes at a decode step's rows, no
   // streaming point; an expert-parallel slice (top_k 1: each row a received pair) up to 512 pairs (the grid's
@@ -303,9 +303,15 @@ TEST(BenchCalibrate, AModelsGridHoldsItsShapesOnly) {
     EXPECT_EQ(p[5], 64) << p.dump();
     EXPECT_LE(p[3].get<int64_t>(), 4) << p.dump();
   }
-  // The cache curve: one MiB of f32 weights in one row, rotating through pools of 1 to 256 MiB, whatever the
-  // model; timed or skipped, the pools are the first of that list (a series cut by the budget lists its first
-  // point left out, and says how many larger ones follow it).
+  // The cold pool: twice the last-level cache the profile names, at least 256 MiB, in whole MiB.
+  const double cache_mb = j["machine"].value("cache_mb", 0.0);
+  const int64_t cold_mb = j["machine"]["cold_pool_mb"].get<int64_t>();
+  EXPECT_EQ(cold_mb, std::max<int64_t>(256, static_cast<int64_t>(std::ceil(2 * cache_mb - 1e-3)))) << cache_mb;
+  // The cache curve: one row of f32 weights, 64 Ki a thread and at least 1 MiB (one thread here: 1 MiB), rotating
+  // through pools from the weights to the cold pool, whatever the model; timed or skipped, the pools are the first
+  // of that list (a series cut by the budget lists its first point left out, and says how many larger ones
+  // follow it).
+  EXPECT_EQ(j["machine"]["cpu_threads"], 1);
   std::set<int64_t> pools;
   if (j["ops"].contains("linear_pool")) {
     for (const auto& p : j["ops"]["linear_pool"]["points"]) {
@@ -317,8 +323,12 @@ TEST(BenchCalibrate, AModelsGridHoldsItsShapesOnly) {
   for (const auto& s : j["skipped"]) {
     if (s["op"] == "linear_pool") pools.insert(s["point"][3].get<int64_t>());
   }
-  const std::vector<int64_t> all = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256};
+  std::vector<int64_t> all;
+  for (int64_t mb : {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024}) {
+    if (mb <= cold_mb) all.push_back(mb);
+  }
   ASSERT_FALSE(pools.empty());
+  ASSERT_LE(pools.size(), all.size());
   EXPECT_EQ(pools, std::set<int64_t>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(pools.size())));
   fs::remove(out);
 }

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apps/bench_calibrate.h"
@@ -104,6 +106,57 @@ TEST(CalibrationPoints, ColdExpertRoutingsVisitEveryExpert) {
   for (const auto& r : r3) visits.push_back(r[0]);
   std::sort(visits.begin(), visits.end());
   EXPECT_EQ(visits, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
+// The cold pool is twice the last-level cache, at least 256 MiB, in whole MiB: the GPU host's 300 MB L3 held the
+// 256 MiB pool (docs/perf-notes.md, twentieth session).
+TEST(CalibrationGrid, TheColdPoolIsTwiceTheLastLevelCache) {
+  constexpr size_t mib = size_t{1} << 20;
+  EXPECT_EQ(cold_pool_bytes(0), 256 * mib);
+  EXPECT_EQ(cold_pool_bytes(32 * mib), 256 * mib);
+  EXPECT_EQ(cold_pool_bytes(300 * mib), 600 * mib);
+  EXPECT_EQ(cold_pool_bytes(300'000'000), 573 * mib);  // 600,000,000 bytes is 572.2 MiB
+}
+
+// linear_pool's product: 64 Ki f32 weights a thread, at least 256 Ki (1 MiB); its pools from those weights to the
+// cold pool. 16 threads (one rank of the GPU host) and a 300 MiB L3: 4 MiB of weights, pools 4 to 512 MiB.
+TEST(CalibrationGrid, TheCacheCurvesProductGrowsWithTheThreads) {
+  EXPECT_EQ(pool_weight_elems(1), 256 << 10);
+  EXPECT_EQ(pool_weight_elems(4), 256 << 10);
+  EXPECT_EQ(pool_weight_elems(16), 1 << 20);
+  EXPECT_EQ(pool_sizes_mb({.last_level_bytes = 300 * (size_t{1} << 20), .threads = 16}),
+            (std::vector<int64_t>{4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512}));
+  EXPECT_EQ(pool_sizes_mb({.last_level_bytes = 0, .threads = 2}),
+            (std::vector<int64_t>{1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256}));
+  const std::vector<OpGrid> grid = calibration_grid(Device::cpu, false, {}, {.last_level_bytes = 0, .threads = 16});
+  const auto it = std::find_if(grid.begin(), grid.end(), [](const OpGrid& g) { return g.op == "linear_pool"; });
+  ASSERT_NE(it, grid.end());
+  ASSERT_FALSE(it->series.empty());
+  for (const CalibPoint& p : it->series.front()) {
+    EXPECT_EQ(p[1] * p[2], 1 << 20);
+    EXPECT_GE(p[3], 4);
+  }
+}
+
+// The experts at every expert-TP slice a layout of up to 8 ranks makes (inter / 2, / 4, / 8): tp8's experts are
+// 32 columns of the medium config's 256, priced from the 64-column shape before (docs/perf-notes.md item 47).
+TEST(CalibrationGrid, ExpertsAreTimedAtEveryExpertTensorParallelSlice) {
+  const std::vector<OpGrid> grid = calibration_grid(Device::cpu, false);
+  const auto it = std::find_if(grid.begin(), grid.end(), [](const OpGrid& g) { return g.op == "moe_experts"; });
+  ASSERT_NE(it, grid.end());
+  std::set<std::pair<int64_t, int64_t>> sets;  // (n_experts, inter) with the model's top_k
+  for (const std::vector<CalibPoint>& series : it->series) {
+    if (series.front()[1] > 1) sets.insert({series.front()[2], series.front()[4]});
+  }
+  for (const auto& [experts, inter] : std::vector<std::pair<int64_t, int64_t>>(sets.begin(), sets.end())) {
+    if (sets.count({experts, inter * 2}) || sets.count({experts, inter * 4}) || sets.count({experts, inter * 8})) {
+      continue;  // a slice
+    }
+    if (experts == 64 && inter == 512) continue;  // the generic set between the models, whole only
+    for (int64_t etp : {2, 4, 8}) {
+      EXPECT_TRUE(sets.count({experts, inter / etp})) << experts << " experts, " << inter << " / " << etp;
+    }
+  }
 }
 
 }  // namespace
