@@ -361,8 +361,8 @@ HostCaches host_caches() {
 }
 
 size_t cold_pool_bytes(size_t last_level_bytes) {
-  constexpr size_t mib = size_t{1} << 20;
-  return std::max(size_t{256} * mib, (2 * last_level_bytes + mib - 1) / mib * mib);
+  constexpr size_t kMib = size_t{1} << 20;
+  return std::max(size_t{256} * kMib, (2 * last_level_bytes + kMib - 1) / kMib * kMib);
 }
 
 int64_t pool_weight_elems(int threads) { return std::max<int64_t>(int64_t{256} << 10, int64_t{threads} << 16); }

@@ -111,11 +111,11 @@ TEST(CalibrationPoints, ColdExpertRoutingsVisitEveryExpert) {
 // The cold pool is twice the last-level cache, at least 256 MiB, in whole MiB: the GPU host's 300 MB L3 held the
 // 256 MiB pool (docs/perf-notes.md, twentieth session).
 TEST(CalibrationGrid, TheColdPoolIsTwiceTheLastLevelCache) {
-  constexpr size_t mib = size_t{1} << 20;
-  EXPECT_EQ(cold_pool_bytes(0), 256 * mib);
-  EXPECT_EQ(cold_pool_bytes(32 * mib), 256 * mib);
-  EXPECT_EQ(cold_pool_bytes(300 * mib), 600 * mib);
-  EXPECT_EQ(cold_pool_bytes(300'000'000), 573 * mib);  // 600,000,000 bytes is 572.2 MiB
+  constexpr size_t kMib = size_t{1} << 20;
+  EXPECT_EQ(cold_pool_bytes(0), 256 * kMib);
+  EXPECT_EQ(cold_pool_bytes(32 * kMib), 256 * kMib);
+  EXPECT_EQ(cold_pool_bytes(300 * kMib), 600 * kMib);
+  EXPECT_EQ(cold_pool_bytes(300'000'000), 573 * kMib);  // 600,000,000 bytes is 572.2 MiB
 }
 
 // linear_pool's product: 64 Ki f32 weights a thread, at least 256 Ki (1 MiB); its pools from those weights to the
