@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -127,6 +128,10 @@ std::vector<std::pair<double, double>> series(const std::vector<std::pair<double
   return out;
 }
 
+// How far (in the lookup's log distance) a second and third shape may lie beyond the nearest for the median of the
+// three to price a query: each within a factor of two in one dim.
+constexpr double kNeighbourDistance = 0.7;
+
 // A point of a series: the varying dim's value, log(time / work) and log(work).
 struct SeriesPoint {
   double x, log_ratio, log_work;
@@ -246,14 +251,13 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
     SY_CHECK(i >= 0, "the profile {} times op '{}' by {}, without '{}'", source, op, fmt::join(t.dims, ", "), v);
     vi.push_back(i);
   }
-  // The measured shape nearest to the query: log distance in the non-varying dims, plus how far the query lies
+  // The measured shapes nearest to the query: log distance in the non-varying dims, plus how far the query lies
   // outside the shape's measured range in the varying ones (a shape timed at m = 1 only says nothing of m = 64,
   // where a product turns from reading its weights to computing).
   const OpShapes& index = t.shapes(vi);
   std::vector<double> log_q(n);
   for (size_t d = 0; d < n; ++d) log_q[d] = lg(q[d] + 1);
-  double best = std::numeric_limits<double>::infinity();
-  const OpShape* nearest = nullptr;
+  std::vector<std::pair<double, const OpShape*>> by_distance;
   for (const OpShape& s : index.shapes) {
     double dist = 0;
     for (size_t d = 0; d < n; ++d) {
@@ -263,53 +267,66 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
       const auto d = static_cast<size_t>(v);
       dist += std::max(0.0, s.log_lo[d] - log_q[d]) + std::max(0.0, log_q[d] - s.log_hi[d]);
     }
-    if (dist < best) {
-      best = dist;
-      nearest = &s;
-    }
+    by_distance.emplace_back(dist, &s);
   }
-  SY_CHECK(nearest != nullptr, "the profile {} has no points of op '{}'", source, op);
-  // Each point of that shape as log(measured time / predicted work), over the varying dims.
+  SY_CHECK(!by_distance.empty(), "the profile {} has no points of op '{}'", source, op);
+  std::sort(by_distance.begin(), by_distance.end(), [](const auto& x, const auto& y) {
+    return x.first < y.first || (x.first == y.first && x.second < y.second);
+  });
+  // Each point of a shape as log(measured time / predicted work), over the varying dims.
   const auto point = [&](const std::vector<double>& p, double x) {
     const double w = work_seconds(work(DimView{&t.dims, p.data()}));
     return SeriesPoint{.x = x, .log_ratio = lg(p.back() * 1e-6 / w), .log_work = lg(w)};
   };
-  double log_r = 0;
-  if (vi.size() == 1) {
-    std::vector<SeriesPoint> rows;
-    for (const size_t i : nearest->members) {
-      const auto& p = t.points[i];
-      rows.push_back(point(p, p[static_cast<size_t>(vi[0])]));
+  const double w_q = work_seconds(work(DimView{&t.dims, q.data()}));
+  // The query's time from one shape's points.
+  const auto from_shape = [&](const OpShape& nearest) {
+    double log_r = 0;
+    if (vi.size() == 1) {
+      std::vector<SeriesPoint> rows;
+      for (const size_t i : nearest.members) {
+        const auto& p = t.points[i];
+        rows.push_back(point(p, p[static_cast<size_t>(vi[0])]));
+      }
+      const auto s = capped_series(rows);
+      const auto a = static_cast<size_t>(vi[0]);
+      log_r = interp_log(s, q[a]);
+      if (q[a] > s.back().first) {
+        // Beyond the largest timed point: that point's time, and the work past it at the better of its efficiency
+        // and the profile's rates. What makes a small point slow (per-call overhead, an expert's few rows) does
+        // not grow with the rows: the same ratio on the whole priced 128 rows of 32 experts at 8 CPU ranks at 82
+        // ms a layer where they ran in 38 (the 32-row point's ratio 3.5 times the compute past it).
+        std::vector<double> at = q;
+        at[a] = s.back().first;
+        const double w_last = work_seconds(work(DimView{&t.dims, at.data()}));
+        const double r = std::exp(log_r);
+        return r * w_last + std::min(r, 1.0) * std::max(0.0, w_q - w_last);
+      }
+    } else {
+      SY_CHECK(vi.size() == 2, "op_seconds interpolates over one or two dims, not {}", vi.size());
+      const auto a = static_cast<size_t>(vi[0]), b = static_cast<size_t>(vi[1]);
+      // Interpolate over a within each measured value of b, then over b.
+      std::map<double, std::vector<SeriesPoint>> by_b;
+      for (const size_t i : nearest.members) {
+        const auto& p = t.points[i];
+        by_b[p[b]].push_back(point(p, p[a]));
+      }
+      std::vector<std::pair<double, double>> over_b;
+      for (const auto& [bv, rows] : by_b) over_b.emplace_back(bv, interp_log(capped_series(rows), q[a]));
+      log_r = interp_log(over_b, q[b]);
     }
-    const auto s = capped_series(rows);
-    const auto a = static_cast<size_t>(vi[0]);
-    log_r = interp_log(s, q[a]);
-    if (q[a] > s.back().first) {
-      // Beyond the largest timed point: that point's time, and the work past it at the better of its efficiency
-      // and the profile's rates. What makes a small point slow (per-call overhead, an expert's few rows) does not
-      // grow with the rows: the same ratio on the whole priced 128 rows of 32 experts at 8 CPU ranks at 82 ms a
-      // layer where they ran in 38 (the 32-row point's ratio 3.5 times the compute past it).
-      std::vector<double> at = q;
-      at[a] = s.back().first;
-      const double w_last = work_seconds(work(DimView{&t.dims, at.data()}));
-      const double w_q = work_seconds(work(DimView{&t.dims, q.data()}));
-      const double r = std::exp(log_r);
-      return r * w_last + std::min(r, 1.0) * std::max(0.0, w_q - w_last);
-    }
-  } else {
-    SY_CHECK(vi.size() == 2, "op_seconds interpolates over one or two dims, not {}", vi.size());
-    const auto a = static_cast<size_t>(vi[0]), b = static_cast<size_t>(vi[1]);
-    // Interpolate over a within each measured value of b, then over b.
-    std::map<double, std::vector<SeriesPoint>> by_b;
-    for (const size_t i : nearest->members) {
-      const auto& p = t.points[i];
-      by_b[p[b]].push_back(point(p, p[a]));
-    }
-    std::vector<std::pair<double, double>> over_b;
-    for (const auto& [bv, rows] : by_b) over_b.emplace_back(bv, interp_log(capped_series(rows), q[a]));
-    log_r = interp_log(over_b, q[b]);
-  }
-  return std::exp(log_r) * work_seconds(work(DimView{&t.dims, q.data()}));
+    return std::exp(log_r) * w_q;
+  };
+  // The nearest shape's time, or the median of the three nearest where the second and third lie within
+  // kNeighbourDistance of it: one shape's timing that caught something else on the machine does not set the
+  // query's (r15's 1-rank profile timed the medium config's fused QKV product, 1,536 × 1,024, at 200 µs at one row
+  // cold, where its neighbours 1,024 × 1,024 and 768 × 1,024 ran at a third of that a byte and r14's at 78 µs;
+  // docs/perf-notes.md item 49).
+  const double first = from_shape(*by_distance.front().second);
+  if (by_distance.size() < 3 || by_distance[2].first > by_distance.front().first + kNeighbourDistance) return first;
+  std::array<double, 3> three = {first, from_shape(*by_distance[1].second), from_shape(*by_distance[2].second)};
+  std::sort(three.begin(), three.end());
+  return three[1];
 }
 
 namespace {

@@ -186,6 +186,21 @@ TEST(Profile, LookupTakesTheNearestShape) {
   EXPECT_THROW(p.op_seconds("moe_experts", DimView{&names, values.data()}, {"m"}, linear_fn), Error);
 }
 
+// One shape timed slow among near neighbours (each within a factor of two in one dim) caught something else on the
+// machine: a query at it takes the median of the three nearest shapes' times (each from its own ratio). Far
+// neighbours leave the nearest shape's time alone.
+TEST(Profile, LookupTakesTheMedianOfThreeNearShapes) {
+  const auto at = [](double n, double ratio) { return json{1, n, 1024, ratio * linear_work(1, n, 1024) * 1e6}; };
+  const auto make = [](const json& pts) {
+    return parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(), "p.json");
+  };
+  const MachineProfile near = make({at(1024, 1.0), at(1536, 3.0), at(2048, 1.2)});
+  EXPECT_NEAR(lookup(near, 1, 1536, 1024), 1.2 * linear_work(1, 1536, 1024), 1e-12);
+  EXPECT_NEAR(lookup(near, 1, 1024, 1024), 1.2 * linear_work(1, 1024, 1024), 1e-12);
+  const MachineProfile far = make({at(256, 1.0), at(1536, 3.0), at(8192, 1.2)});
+  EXPECT_NEAR(lookup(far, 1, 1536, 1024), 3.0 * linear_work(1, 1536, 1024), 1e-12);
+}
+
 // A shape measured at one row only says nothing of many rows (where a product turns from reading its weights to
 // computing): the lookup takes the nearest shape whose measured rows cover the query's before a nearer one that
 // does not.
