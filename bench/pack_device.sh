@@ -18,7 +18,7 @@ if [ -z "$bin" ] || [ ! -x "$bin" ]; then
   echo "pack_device: no switchyard binary (${bin:-build-cuda/ or build/}); build one first" >&2
   exit 2
 fi
-ldd "$bin" | grep -q libmpi || echo "pack_device: $bin is built without MPI: layouts of several CPU ranks will fail" >&2
+ldd "$bin" | grep libmpi > /dev/null || echo "pack_device: $bin is built without MPI: layouts of several CPU ranks will fail" >&2
 
 libs=(libopenblas.so.0 libgomp.so.1 libpcre2-8.so.0 libutf8proc.so.2 libsimdjson.so.14 libmpi_cxx.so.40 libfmt.so.9
   libgfortran.so.5 libquadmath.so.0)
