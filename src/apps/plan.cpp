@@ -1,8 +1,14 @@
 // `switchyard plan`: every valid layout of a model on a machine with memory per rank and predicted speed,
 // or, with layout flags, the full resolved layout or the complete list of rules it breaks. Also the
 // layout flags shared with generate, and the check generate runs before loading.
+#include <fmt/format.h>
+
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "apps/commands.h"
 #include "apps/launch.h"
@@ -10,6 +16,8 @@
 #include "base/input.h"
 #include "base/log.h"
 #include "model/model.h"
+#include "planner/cost_model.h"
+#include "planner/planner.h"
 #include "planner/report.h"
 
 namespace sy {
@@ -33,6 +41,7 @@ struct PlanOptions {
   int64_t context = 1024;
   int64_t prefill_len = 0;
   std::vector<std::string> profiles;
+  bool explain = false;
 };
 
 int64_t kv_dtype_bytes(const std::string& name) {
@@ -40,6 +49,50 @@ int64_t kv_dtype_bytes(const std::string& name) {
   if (name == "fp8") return 1;
   if (name == "fp32") return 4;
   SY_FAIL("--kv-dtype '{}' is not one of bf16, fp16, fp8, fp32", name);
+}
+
+// plan --explain: the decode step at --batch, op by op, as the cost model priced it; a step's time per row is
+// calls x one call x the pass's weight (how much of the stage's time is the hot or the cold pricing).
+std::string format_explain(const PlanTarget& t, const std::vector<CostTraceRow>& rows) {
+  std::string out = fmt::format(
+      "\ndecode step at batch {}, context {}, op by op (the busiest rank of each stage; weight: the share of the "
+      "stage's time its hot or cold pricing carries; ms: calls x one call x weight):\n",
+      t.decode_batch, t.decode_context);
+  out += fmt::format("{:>5}  {:<5} {:>6}  {:<13} {:<22} {:<40} {:>5} {:>8} {:>10} {:>9}  {}\n", "stage", "pass",
+                     "weight", "phase", "op", "table", "share", "calls", "us a call", "ms", "dims");
+  std::array<double, kCostPhaseCount> phases{};
+  for (const CostTraceRow& r : rows) {
+    const double ms = r.calls * r.seconds * r.weight * 1e3;
+    for (size_t i = 0; i < phases.size(); ++i) {
+      if (r.phase == kCostPhaseNames[i]) phases[i] += ms;
+    }
+    if (r.weight <= 0) continue;  // a pass the step does not take (fully beyond the caches: the hot one)
+    out += fmt::format("{:>5}  {:<5} {:>6.3f}  {:<13} {:<22} {:<40} {:>5.2f} {:>8.4g} {:>10.1f} {:>9.3f}  {}\n",
+                       r.stage < 0 ? std::string("tail") : std::to_string(r.stage), r.pass, r.weight, r.phase, r.op,
+                       r.table, r.share, r.calls, r.seconds * 1e6, ms, r.query);
+  }
+  out += "sum by phase (stages added; a pipeline of M micro-batches adds its slowest stage M - 1 more times):";
+  for (size_t i = 0; i < phases.size(); ++i) out += fmt::format(" {} {:.3f}", kCostPhaseNames[i], phases[i]);
+  out += " ms\n";
+  return out;
+}
+
+nlohmann::json explain_json(const std::vector<CostTraceRow>& rows) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const CostTraceRow& r : rows) {
+    a.push_back({{"stage", r.stage},
+                 {"pass", r.pass},
+                 {"weight", r.weight},
+                 {"phase", r.phase},
+                 {"op", r.op},
+                 {"table", r.table},
+                 {"query", r.query},
+                 {"share", r.share},
+                 {"calls", r.calls},
+                 {"us_per_call", r.seconds * 1e6},
+                 {"ms", r.calls * r.seconds * r.weight * 1e3}});
+  }
+  return a;
 }
 
 int run_plan(const PlanOptions& o) {
@@ -63,6 +116,10 @@ int run_plan(const PlanOptions& o) {
   target.prefill_len = o.prefill_len;
   for (const std::string& p : o.profiles) target.profiles.push_back(load_profile(p));
 
+  SY_CHECK(!o.explain || o.layout.any_layout_flag(),
+           "--explain prices one layout op by op: give it with its flags (--tp, --ep, --pp, --dp, ...), e.g. "
+           "plan --model {} --tp 1 --explain",
+           o.model);
   if (!o.layout.any_layout_flag()) {
     const Plan plan = make_plan(target, o.all_dense_tp);
     const std::string out = o.json ? plan_json(target, plan) + "\n" : format_plan(target, plan);
@@ -76,12 +133,18 @@ int run_plan(const PlanOptions& o) {
   }
   const LayoutCheck check = check_layout_with_alternatives(target, o.layout.request());
   if (o.json) {
-    const std::string out = layout_json(target, check) + "\n";
+    std::string out = layout_json(target, check) + "\n";
+    if (o.explain && check.valid()) {
+      nlohmann::json j = nlohmann::json::parse(out);
+      j["explain"] = explain_json(explain_layout(target, check));
+      out = j.dump(2) + "\n";
+    }
     std::fwrite(out.data(), 1, out.size(), stdout);
     return check.valid() ? 0 : 2;
   }
   SY_CHECK(check.valid(), "{}", format_issues(target, check));
-  const std::string out = format_layout(target, check);
+  std::string out = format_layout(target, check);
+  if (o.explain) out += format_explain(target, explain_layout(target, check));
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
@@ -248,6 +311,9 @@ CommandMain add_plan_command(CLI::App& app) {
       ->required();
   add_layout_flags(cmd, o->layout);
   cmd->add_flag("--json", o->json, "print JSON instead of tables");
+  cmd->add_flag("--explain", o->explain,
+                "with a layout: the decode step at --batch op by op (the table each op is timed from, its dims, "
+                "calls and time)");
   cmd->add_flag("--config-only", o->config_only, "size the weights from config.json even if safetensors are present");
   cmd->add_flag("--all-dense-tp", o->all_dense_tp, "also list dense_tp sizes other than tp");
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens of the largest forward pass per dp replica")

@@ -2,6 +2,8 @@
 // and runtime/executor.cpp issue them, timed by the profile; the busiest rank of the slowest stage decides.
 #include "planner/cost_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <numbers>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/check.h"
@@ -65,6 +68,33 @@ struct Busy {
   double stream = 0;  // bytes/s a rank streams beyond the caches at this share; 0: no such floor
 };
 
+// explain_decode's rows while it runs (on its thread); null otherwise. The context the next rows get: their stage,
+// pass and how many times their layer repeats.
+struct TraceState {
+  std::vector<CostTraceRow>* rows = nullptr;
+  int stage = 0;
+  std::string pass = "hot";
+  double layers = 1;
+};
+thread_local TraceState t_trace;
+
+void trace_op(const std::string& op, const std::string& table, const std::vector<std::string>& names,
+              const std::vector<double>& values, double share, double seconds) {
+  if (t_trace.rows == nullptr) return;
+  std::string q;
+  for (size_t i = 0; i < names.size() && i < values.size(); ++i) {
+    q += (i > 0 ? " " : "") + names[i] + "=" + fmt::format("{:g}", values[i]);
+  }
+  t_trace.rows->push_back({.stage = t_trace.stage,
+                           .pass = t_trace.pass,
+                           .op = op,
+                           .table = table,
+                           .query = q,
+                           .share = share,
+                           .calls = t_trace.layers,
+                           .seconds = seconds});
+}
+
 // The table an op is timed from: in a step beyond the caches (a streaming floor set) its "_cold" table (timed
 // reading its weights from memory, bench calibrate's linear_cold and moe_experts_cold) when that holds a point
 // of at least the query's rows (vary's first dim), else its own (timed hot).
@@ -92,11 +122,18 @@ double op_time(const MachineProfile& p, const std::string& op_in, const std::vec
   *bytes += w.bytes;
   const std::string op = timed_op(p, op_in, q, vary, busy);
   double s = p.has_op(op) ? p.op_seconds(op, q, vary, work) : p.work_seconds(w);
-  if (busy.share < 1 && p.has_op_alone(op)) {
-    const double alone = p.op_seconds(op, q, vary, work, true);
-    s = alone + busy.share * (s - alone);
+  const bool alone = busy.share < 1 && p.has_op_alone(op);
+  if (alone) {
+    const double a = p.op_seconds(op, q, vary, work, true);
+    s = a + busy.share * (s - a);
   }
-  return busy.stream > 0 ? std::max(s, w.bytes / busy.stream) : s;
+  const bool floor = busy.stream > 0 && w.bytes / busy.stream > s;
+  if (floor) s = w.bytes / busy.stream;
+  trace_op(
+      op_in,
+      (p.has_op(op) ? op : "work") + std::string(alone ? " (alone-all)" : "") + (floor ? " (streaming floor)" : ""),
+      names, values, busy.share, s);
+  return s;
 }
 
 // The ops of one rank, accumulated per phase: kernel time (as a captured graph replays them) and eager time
@@ -217,10 +254,15 @@ class Ops {
           : kind == "send_recv" ? bytes / l.bytes_per_second + l.latency
                                 : all_to_all_seconds(ranks, bytes, l);
     }
+    trace_op(kind, p_.has_collective(kind) ? "collectives" : "link model", {"ranks", "bytes"}, {d(ranks), bytes},
+             busy_.share, s);
     add(communication, 1, s, /*not_a_kernel=*/true);
   }
   // A host round trip (a copy of a few bytes back, the host waiting for the device).
-  void host_wait(Ph ph) { add(ph, 1, p_.copy_to_host_s, true); }
+  void host_wait(Ph ph) {
+    trace_op("host_wait", "step.copy_to_host_us", {}, {}, busy_.share, p_.copy_to_host_s);
+    add(ph, 1, p_.copy_to_host_s, true);
+  }
   void copy(Ph ph, const std::string& op, double n_bytes) {
     if (n_bytes <= 0) return;
     add(ph, 1,
@@ -267,6 +309,15 @@ class Ops {
     double f = p_.skew_fraction(segment);
     if (cold > 0 && p_.has_skew_cold()) f = (1 - cold) * f + cold * p_.skew_cold_fraction(rows, segment);
     eager[communication] += work * f;
+    if (t_trace.rows != nullptr) {
+      t_trace.rows->push_back({.stage = t_trace.stage,
+                               .pass = "mixed",
+                               .phase = "communication",
+                               .op = "skew",
+                               .table = "step.skew",
+                               .query = fmt::format("segment_us={:.1f} fraction={:.3f}", segment * 1e6, f),
+                               .seconds = work * f});
+    }
   }
 
  private:
@@ -274,6 +325,12 @@ class Ops {
     const double e = not_a_kernel ? seconds : std::max(seconds, p_.launch_s);
     eager[ph] += times * e;
     kernels += times * seconds;
+    if (t_trace.rows != nullptr && !t_trace.rows->empty() && t_trace.rows->back().phase.empty()) {
+      CostTraceRow& r = t_trace.rows->back();
+      r.phase = kCostPhaseNames[ph];
+      r.calls *= times;
+      r.seconds = e;
+    }
   }
   const MachineProfile& p_;
   const Cluster& c_;
@@ -469,6 +526,7 @@ Ops stage_ops(const CostInputs& in, const RankStep& r, bool stream) {
     if (n == 0) continue;
     Ops layer(*in.profile, *in.cluster, d(in.kv_bytes), stream);
     layer.busy(r.share);
+    t_trace.layers = d(n);
     attention_ops(layer, s, z, r);
     layer.collective("all_reduce", z.tp, z.tp, d(T * H * 4));
     layer.rows_op(norms, "add_rms_norm", "rows", T, {"dim"}, {H}, 16);
@@ -478,6 +536,7 @@ Ops stage_ops(const CostInputs& in, const RankStep& r, bool stream) {
       dense_mlp_ops(layer, z, gathered ? T * z.dense_tp : T, T, H, s.dense_inter, false, gathered);
     }
     layer.rows_op(norms, "add_rms_norm", "rows", T, {"dim"}, {H}, 16);
+    t_trace.layers = 1;
     o.absorb(layer, d(n));
   }
   if (r.last_stage && r.logit_rows > 0) {
@@ -496,8 +555,10 @@ Ops stage_ops(const CostInputs& in, const RankStep& r, bool stream) {
 
 // The stage boundary of pipeline stages (executor.cpp run_stage): the residual and the normed rows.
 double pp_send_seconds(const CostInputs& in, int64_t tokens) {
+  std::vector<CostTraceRow>* const rows = std::exchange(t_trace.rows, nullptr);  // priced as a row of its own
   Ops o(*in.profile, *in.cluster, d(in.kv_bytes));
   o.collective("send_recv", 2, in.sizes.stage_size() + 1, d(tokens * in.shape->hidden * 4 * 2));
+  t_trace.rows = rows;
   return o.eager[communication];
 }
 
@@ -562,11 +623,34 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
     // The bytes of the ranks at work together beyond a CPU's caches: the ops stream from memory. Attention replicas
     // without a sequence read nothing (one sequence under dp 8: one rank's weights, not eight ranks').
     const double ranks_reading = std::min(d(z.world_size()), d(z.pp) * d(z.tp) * replicas_busy);
+    t_trace.stage = static_cast<int>(st);
+    t_trace.pass = "hot";
+    const size_t hot_rows = t_trace.rows != nullptr ? t_trace.rows->size() : 0;
     const Ops hot = stage_ops(in, r, false);
     const double cold = beyond_caches(*in.profile, hot, ranks_reading, r.share);
+    t_trace.pass = "cold";
+    const size_t cold_rows = t_trace.rows != nullptr ? t_trace.rows->size() : 0;
     Ops o = cold <= 0 ? hot : cold >= 1 ? stage_ops(in, r, true) : mixed(hot, stage_ops(in, r, true), cold);
+    if (t_trace.rows != nullptr) {
+      auto& rows = *t_trace.rows;
+      for (size_t i = hot_rows; i < rows.size(); ++i) {
+        const double f = std::clamp(cold, 0.0, 1.0);
+        rows[i].weight = i < cold_rows ? 1 - f : f;
+      }
+    }
     o.add_skew(std::clamp(cold, 0.0, 1.0), d(r.tokens));
     const double send = z.pp > 1 ? pp_send_seconds(in, r.tokens) : 0.0;
+    if (t_trace.rows != nullptr && send > 0 && !r.first_stage) {
+      // The step's sum keeps each boundary once, on the receiving stage (the sender's copy counts in its own
+      // stage's time when it is the slowest).
+      t_trace.rows->push_back({.stage = t_trace.stage,
+                               .pass = "mixed",
+                               .phase = "communication",
+                               .op = "stage boundary",
+                               .table = "collectives",
+                               .query = "send_recv from the stage before",
+                               .seconds = send});
+    }
     if (!r.first_stage) o.eager[communication] += send;
     if (!r.last_stage) o.eager[communication] += send;
     if (o.eager_total() > worst) {
@@ -586,6 +670,8 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
   // Per step on the host and the copies around it (runtime/executor.cpp upload, engine sampling): the inputs
   // uploaded, the sampled ids copied back, one wait for the device.
   const double step_fixed = 4 * p.launch_s + p.copy_to_host_s + p.sync_s;
+  t_trace.stage = -1;
+  t_trace.pass = "hot";
   Ops tail(p, *in.cluster, d(in.kv_bytes));
   const int64_t V = in.shape->vocab;
   if (one_rank) {
@@ -681,6 +767,19 @@ StepPrediction predict_decode(const CostInputs& in, int64_t batch, int64_t conte
   StepPrediction p = predict(in, batch, 1, context, true);
   p.tokens_per_second = p.seconds > 0 ? d(batch) / p.seconds : 0;
   return p;
+}
+
+std::vector<CostTraceRow> explain_decode(const CostInputs& in, int64_t batch, int64_t context) {
+  std::vector<CostTraceRow> rows;
+  t_trace = {.rows = &rows};
+  try {
+    predict(in, batch, 1, context, true);
+  } catch (...) {
+    t_trace = {};
+    throw;
+  }
+  t_trace = {};
+  return rows;
 }
 
 StepPrediction predict_prefill(const CostInputs& in, int64_t batch, int64_t len) {

@@ -58,6 +58,24 @@ StepPrediction predict_decode(const CostInputs& in, int64_t batch, int64_t conte
 // The prefill of `batch` prompts of `len` tokens, in chunks of at most max_batch_tokens tokens.
 StepPrediction predict_prefill(const CostInputs& in, int64_t batch, int64_t len);
 
+// One op of a predicted decode step as the cost model priced it (plan --explain), in the order priced.
+struct CostTraceRow {
+  int stage = 0;       // pipeline stage; -1: the step's tail (logits to the host, sampling)
+  std::string pass;    // "hot": timed on their own operands; "cold": beyond the caches (the _cold tables)
+  double weight = 1;   // the share of the stage's time this pass carries (beyond_caches' fraction, or 1 - it)
+  std::string phase;   // bench latency's
+  std::string op;      // the op priced (or the collective)
+  std::string table;   // the profile's table it was timed from; "work" where none (bytes and FLOPs at the rates)
+  std::string query;   // the op's dims, name=value
+  double share = 1;    // of the ranks at work at once (CPU ranks: between the table's alone and all-ranks times)
+  double calls = 1;    // a step: calls a layer times layers
+  double seconds = 0;  // one call, as priced (at least its launch when eager)
+};
+
+// The decode step predict_decode prices, op by op (stage by stage; each pass of a stage weighted as the step mixes
+// them), with the pipeline's sends and the skew the ranks wait for as rows of their own.
+std::vector<CostTraceRow> explain_decode(const CostInputs& in, int64_t batch, int64_t context);
+
 // A profile of default efficiencies from a machine preset: copies at 80% of the memory bandwidth, products at
 // 60% of the bf16 rate, 4 µs to launch an op, 10 µs to launch a graph; no op tables (every op by its work).
 MachineProfile preset_profile(const Machine& machine);

@@ -133,10 +133,8 @@ std::vector<std::string> nearest(const Plan& plan, const LayoutRequest& req, con
   return out;
 }
 
-}  // namespace
-
-LayoutPrediction predict_layout(const PlanTarget& t, const LayoutCheck& c) {
-  const int world = c.sizes.world_size();
+// The profile measured with the rank count nearest the layout's (log scale); null without profiles.
+const MachineProfile* nearest_profile(const PlanTarget& t, int world) {
   const MachineProfile* best = nullptr;
   for (const MachineProfile& p : t.profiles) {
     if (best == nullptr || std::abs(std::log2(static_cast<double>(p.ranks) / world)) <
@@ -144,14 +142,31 @@ LayoutPrediction predict_layout(const PlanTarget& t, const LayoutCheck& c) {
       best = &p;
     }
   }
+  return best;
+}
+
+CostInputs cost_inputs(const PlanTarget& t, const LayoutCheck& c, const MachineProfile& profile) {
+  return {.shape = &t.shape,
+          .sizes = c.sizes,
+          .stage_layers = c.stage_layers,
+          .cluster = &t.cluster,
+          .profile = &profile,
+          .kv_bytes = t.memory.kv_dtype_bytes,
+          .max_batch_tokens = t.memory.max_batch_tokens};
+}
+
+}  // namespace
+
+std::vector<CostTraceRow> explain_layout(const PlanTarget& t, const LayoutCheck& c) {
+  const MachineProfile* best = nearest_profile(t, c.sizes.world_size());
   const MachineProfile preset = best == nullptr ? preset_profile(t.cluster.machine) : MachineProfile{};
-  const CostInputs in{.shape = &t.shape,
-                      .sizes = c.sizes,
-                      .stage_layers = c.stage_layers,
-                      .cluster = &t.cluster,
-                      .profile = best != nullptr ? best : &preset,
-                      .kv_bytes = t.memory.kv_dtype_bytes,
-                      .max_batch_tokens = t.memory.max_batch_tokens};
+  return explain_decode(cost_inputs(t, c, best != nullptr ? *best : preset), t.decode_batch, t.decode_context);
+}
+
+LayoutPrediction predict_layout(const PlanTarget& t, const LayoutCheck& c) {
+  const MachineProfile* best = nearest_profile(t, c.sizes.world_size());
+  const MachineProfile preset = best == nullptr ? preset_profile(t.cluster.machine) : MachineProfile{};
+  const CostInputs in = cost_inputs(t, c, best != nullptr ? *best : preset);
   LayoutPrediction out{.profile = in.profile->source};
   out.decode_one = predict_decode(in, 1, t.decode_context);
   out.decode_batch = predict_decode(in, t.decode_batch, t.decode_context);

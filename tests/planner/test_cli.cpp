@@ -74,7 +74,7 @@ TEST(PlanCli, KimiOnOneH200) {
 
 TEST(PlanCli, BadInputIsOneLine) {
   for (const std::string args : {"--machine h300", "--machine h200 --gpus 9", "--machine h200 --pp-layers 1,x",
-                                 "--machine h200 --kv-dtype int3"}) {
+                                 "--machine h200 --kv-dtype int3", "--machine h200 --explain"}) {
     const auto r = run("plan --model " + config("qwen3_30b_a3b") + " " + args);
     EXPECT_EQ(r.code, 2) << args;
     EXPECT_EQ(r.out.rfind("switchyard: ", 0), 0u) << r.out;
@@ -83,6 +83,29 @@ TEST(PlanCli, BadInputIsOneLine) {
   const auto missing = run("plan --model /nonexistent --machine h200");
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.out.find("config.json"), std::string::npos);
+}
+
+// --explain: the decode step op by op after the layout, in text and as JSON rows whose ms add up to the step's
+// attention phase (the same rows, per phase).
+TEST(PlanCli, ExplainListsTheStepsOps) {
+  const std::string base = "plan --model " + config("qwen3_30b_a3b") + " --machine h200 --gpus 1 --tp 1 --batch 4";
+  const auto r = run(base + " --explain");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("decode step at batch 4, context 1024, op by op"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("paged_attention"), std::string::npos) << r.out;
+  const auto j = run(base + " --explain --json", false);
+  ASSERT_EQ(j.code, 0) << j.out;
+  const nlohmann::json doc = nlohmann::json::parse(j.out);
+  ASSERT_TRUE(doc.at("explain").is_array());
+  double attention = 0;
+  for (const auto& row : doc.at("explain")) {
+    if (row.at("phase") == "attention") attention += row.at("ms").get<double>();
+  }
+  const auto& decode = doc.at("layout").at("predicted").at("decode");
+  ASSERT_EQ(decode.size(), 2u);
+  const double want = decode.at(1).at("phase_ms").at("attention").get<double>();
+  EXPECT_GT(attention, 0);
+  EXPECT_NEAR(attention, want, 1e-6 * want) << j.out.substr(0, 2000);
 }
 
 TEST(InspectCli, ConfigAndCheckpoint) {

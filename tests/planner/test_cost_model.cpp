@@ -6,6 +6,8 @@
 // passes pipeline stages in turn; CPU ranks left alone by waiting ones run at their single-rank rate).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <numbers>
@@ -578,6 +580,42 @@ TEST(CostModel, OneSequencePassesThePipelineStagesInTurn) {
   const double piped = predict_layout(t, check_layout(t, pp2)).decode_one.eager_seconds;
   EXPECT_GT(piped, single);
   EXPECT_LT(piped, single + 1e-3) << "one rank " << single << " s, two stages " << piped << " s";
+}
+
+// plan --explain's rows add up to the prediction: per phase, calls x one call x the pass's weight over the rows is
+// the decode step's phase time (one stage, and two pipeline stages at batch 1, where no micro-batch repeats the
+// slowest stage), the step's fixed host costs aside (in "other").
+TEST(CostModel, TheExplainedOpsAddUpToThePrediction) {
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
+  t.profiles = {work_only_profile()};
+  t.decode_context = 16;
+  t.decode_batch = 1;
+  LayoutRequest one, pp2;
+  one.set(Axis::tp, 1);
+  pp2.set(Axis::pp, 2);
+  for (const bool piped : {false, true}) {
+    if (piped) t.cluster = make_cluster(find_machine("h200"), 2, std::nullopt);
+    const LayoutCheck c = check_layout(t, piped ? pp2 : one);
+    const StepPrediction p = predict_layout(t, c).decode_batch;
+    const std::vector<CostTraceRow> rows = explain_layout(t, c);
+    ASSERT_FALSE(rows.empty());
+    std::array<double, kCostPhaseCount> sums{};
+    bool stage1 = false;
+    for (const CostTraceRow& r : rows) {
+      const auto it = std::find(kCostPhaseNames.begin(), kCostPhaseNames.end(), r.phase);
+      ASSERT_NE(it, kCostPhaseNames.end()) << r.op << " has phase '" << r.phase << "'";
+      sums[static_cast<size_t>(it - kCostPhaseNames.begin())] += r.calls * r.seconds * r.weight;
+      stage1 = stage1 || r.stage == 1;
+    }
+    EXPECT_EQ(stage1, piped);
+    for (size_t i = 0; i < sums.size(); ++i) {
+      if (std::string(kCostPhaseNames[i]) == "other") {
+        EXPECT_LE(sums[i], p.phase_seconds[i] + 1e-12);
+      } else {
+        EXPECT_NEAR(sums[i], p.phase_seconds[i], 1e-9 * (1 + p.phase_seconds[i])) << kCostPhaseNames[i];
+      }
+    }
+  }
 }
 
 // A model whose step reads less than the caches hold keeps the rates its shapes were timed at: the tiny Qwen3-MoE
