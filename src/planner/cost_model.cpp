@@ -136,6 +136,8 @@ double op_time(const MachineProfile& p, const std::string& op_in, const std::vec
   return s;
 }
 
+double expected_max_normal(int n);
+
 // The ops of one rank, accumulated per phase: kernel time (as a captured graph replays them) and eager time
 // (each op at least its launch).
 class Ops {
@@ -301,13 +303,20 @@ class Ops {
   // the work between collectives (MachineProfile::skew_fraction), counted as communication. For the share `cold`
   // of the work timed beyond the caches (beyond_caches), whose tables keep the median rank's times, the skew
   // beyond the caches measured against the median rank at the step's `rows` a product (skew_cold_fraction),
-  // where the profile has it.
+  // where the profile has it. The profile measured it with all W ranks at work; with k of them at work at once
+  // (the stage's busy share: one replica's sequence under dp, one pipeline stage at batch 1) the ranks wait for
+  // the slowest of k, E[max of k normals] / E[max of W] of it, none for k = 1 (docs/perf-notes.md item 50).
   void add_skew(double cold, double rows) {
     if (syncs <= 0 || (p_.skew.empty() && !p_.has_skew_cold())) return;
     const double work = eager_total() - eager[communication];
     const double segment = work / syncs;
     double f = p_.skew_fraction(segment);
     if (cold > 0 && p_.has_skew_cold()) f = (1 - cold) * f + cold * p_.skew_cold_fraction(rows, segment);
+    const int all = std::max(p_.ranks, 2);
+    const double k = 1 + busy_share() * (all - 1);
+    const auto lo = static_cast<int>(std::floor(k));
+    const auto max_of = [](int n) { return n <= 1 ? 0.0 : expected_max_normal(n); };
+    f *= (max_of(lo) + (k - lo) * (max_of(lo + 1) - max_of(lo))) / expected_max_normal(all);
     eager[communication] += work * f;
     if (t_trace.rows != nullptr) {
       t_trace.rows->push_back({.stage = t_trace.stage,

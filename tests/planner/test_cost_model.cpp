@@ -814,6 +814,31 @@ TEST(CostModel, RanksWaitForTheSlowestAtEachCollective) {
   }
 }
 
+// The skew was measured with every rank at work; a stage with fewer at once waits for the slowest of those: one
+// sequence under dp 2 (one replica at work, the other waiting in the collectives) adds no skew, two sequences (both
+// at work) the profile's fraction of the work.
+TEST(CostModel, TheSkewIsTheSlowestOfTheRanksAtWork) {
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 2);
+  t.decode_context = 16;
+  t.decode_batch = 2;
+  t.cluster = make_cluster(find_machine("h200"), 2, std::nullopt);
+  LayoutRequest dp2;
+  dp2.set(Axis::dp, 2);
+  dp2.set(Axis::ep, 2);
+  MachineProfile p = two_rank_cpu_profile(false);
+  t.profiles = {p};
+  const LayoutPrediction without = predict_layout(t, check_layout(t, dp2));
+  p.skew = {{1e-6, 0.25}, {1.0, 0.25}};
+  t.profiles = {p};
+  const LayoutPrediction with = predict_layout(t, check_layout(t, dp2));
+  EXPECT_DOUBLE_EQ(with.decode_one.phase_seconds[6], without.decode_one.phase_seconds[6]) << "one replica at work";
+  double work = 0;
+  for (size_t i = 0; i < without.decode_batch.phase_seconds.size(); ++i) {
+    if (i != 6 && i != 7 && i != 8) work += without.decode_batch.phase_seconds[i];
+  }
+  EXPECT_NEAR(with.decode_batch.phase_seconds[6] - without.decode_batch.phase_seconds[6], 0.25 * work, 0.05 * work);
+}
+
 // Several ranks' logits cross the host as the executor copies them: under tp 2 (dense TP 2) the vocabulary shares
 // to the host, reassembled, and straight into the step's rows — three copies of batch × vocab floats; under dp 2
 // (dense TP 1) each replica's half to the host, gathered, and every row into the step's — one and a half. Qwen3's
