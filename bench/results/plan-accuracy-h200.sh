@@ -13,7 +13,8 @@
 # warm each part's results.json is kept in /tmp/pa-state-$NAME and the parts so far are merged into $OUT/merged-<set>/;
 # locally, `python3 bench/plan_accuracy.py --merge A/results.json B/results.json --out DIR` does the same.
 # Env: MODELS, LENS (input lengths), LAYOUTS, BATCHES (comma lists, default the set's), OUTPUT_LEN (64), PHASES
-# ("calibrate accuracy"), RANKS (cpu calibrations, "1 2 4 8"), RECAL=1, CAL_TIMEOUT (s per calibration, 300),
+# ("calibrate accuracy"), RANKS (cpu calibrations, "1 2 4 8"), RECAL=1, WARMUP (cpu: seconds of a calibration
+# thrown away before the first, 0), CAL_TIMEOUT (s per calibration, 300),
 # CAL_SECONDS (calibrate's own --max-seconds bound; a CPU grid is timed in 3 passes, docs/perf-notes.md item 36:
 # 50 s times 6-8% fewer points than one pass did; at 8 ranks in 45 s the first pass cut the linear series to 1-4
 # rows, item 41), CAL_PASSES (calibrate's --passes; default its own, 3 on a CPU; CAL_PASSES_R8=1 sets it for the
@@ -99,6 +100,14 @@ elif [ "$MODE" = cpu ]; then
   command -v mpirun > /dev/null || echo "no mpirun on PATH: layouts of several CPU ranks will fail"
   { nproc; lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Core|Socket|NUMA node\('; lscpu -C; } > "$OUT/cpu.txt" 2>&1
   CPU_MODELS="--model models/pydoc-moe --model bench/configs/qwen3-moe-cpu-medium"
+  # WARMUP=S: S seconds of a calibration thrown away first (r15's first 1-rank calibration after the machine's
+  # start timed its products up to 3.7x the second's, minutes later: docs/perf-notes.md, twentieth session).
+  if [ "${WARMUP:-0}" -gt 0 ] && [[ " $PHASES " == *" calibrate "* ]]; then
+    # shellcheck disable=SC2086  # CAL_MODELS: several --model DIR words
+    timeout $((WARMUP + 60)) $B bench calibrate --device cpu ${CAL_MODELS-$CPU_MODELS} --max-seconds "$WARMUP" \
+      --out /tmp/pa-warmup.json > "$OUT/calibrate-warmup.txt" 2>&1
+    echo "warm-up calibration rc=$? at ${SECONDS}s (thrown away)"
+  fi
   names=()
   for w in ${RANKS:-1 2 4 8}; do
     pv="CAL_PASSES_R$w"
