@@ -145,6 +145,13 @@ struct SeriesPoint {
 // other; the planner's decode step at batch 1 from the one against the other was 1.25-5.1x, 0.75-1.06x so held
 // (docs/perf-notes.md item 45). Points off their neighbours the other way, or faster, are kept: a median over
 // three points smoothed away a real slow point of the experts (ep4 at batch 64 priced 22% under, from 14%).
+// series() of the points' ratios.
+std::vector<std::pair<double, double>> series_of(const std::vector<SeriesPoint>& points) {
+  std::vector<std::pair<double, double>> ratios;
+  for (const SeriesPoint& p : points) ratios.emplace_back(p.x, p.log_ratio);
+  return series(ratios);
+}
+
 std::vector<std::pair<double, double>> capped_series(const std::vector<SeriesPoint>& points) {
   std::vector<std::pair<double, double>> ratios, works;
   for (const SeriesPoint& p : points) {
@@ -273,6 +280,11 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
   std::sort(by_distance.begin(), by_distance.end(), [](const auto& x, const auto& y) {
     return x.first < y.first || (x.first == y.first && x.second < y.second);
   });
+  // A CPU profile's points caught what else the host ran (items 45 and 49 below); a GPU's are replayed graphs,
+  // whose differences between neighbouring shapes and rows are the kernels' own (cuBLAS picks another kernel at
+  // one row than at two: held to the two-row time, Qwen3-30B-A3B's b1 decode on one H200 went from −14.9% to
+  // −17.8%).
+  const bool noisy = device == "cpu";
   // Each point of a shape as log(measured time / predicted work), over the varying dims.
   const auto point = [&](const std::vector<double>& p, double x) {
     const double w = work_seconds(work(DimView{&t.dims, p.data()}));
@@ -288,7 +300,7 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
         const auto& p = t.points[i];
         rows.push_back(point(p, p[static_cast<size_t>(vi[0])]));
       }
-      const auto s = capped_series(rows);
+      const auto s = noisy ? capped_series(rows) : series_of(rows);
       const auto a = static_cast<size_t>(vi[0]);
       log_r = interp_log(s, q[a]);
       if (q[a] > s.back().first) {
@@ -312,7 +324,9 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
         by_b[p[b]].push_back(point(p, p[a]));
       }
       std::vector<std::pair<double, double>> over_b;
-      for (const auto& [bv, rows] : by_b) over_b.emplace_back(bv, interp_log(capped_series(rows), q[a]));
+      for (const auto& [bv, rows] : by_b) {
+        over_b.emplace_back(bv, interp_log(noisy ? capped_series(rows) : series_of(rows), q[a]));
+      }
       log_r = interp_log(over_b, q[b]);
     }
     return std::exp(log_r) * w_q;
@@ -323,7 +337,9 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
   // cold, where its neighbours 1,024 × 1,024 and 768 × 1,024 ran at a third of that a byte and r14's at 78 µs;
   // docs/perf-notes.md item 49).
   const double first = from_shape(*by_distance.front().second);
-  if (by_distance.size() < 3 || by_distance[2].first > by_distance.front().first + kNeighbourDistance) return first;
+  if (!noisy || by_distance.size() < 3 || by_distance[2].first > by_distance.front().first + kNeighbourDistance) {
+    return first;
+  }
   std::array<double, 3> three = {first, from_shape(*by_distance[1].second), from_shape(*by_distance[2].second)};
   std::sort(three.begin(), three.end());
   return three[1];

@@ -37,10 +37,13 @@ json profile_json(const json& ops, const json& collectives = json::object()) {
 
 // The documented work model of `linear` at (m, n, k) with bf16 weights, in seconds: 2 µs plus the larger of the
 // bytes (weights 2 bytes, fp32 activations in and out) at 1e12 B/s and 2mnk FLOPs at 1e15/s.
-double linear_work(double m, double n, double k) {
+double linear_work(double m, double n, double k, double fixed = 2e-6) {
   const double bytes = 2 * n * k + 4 * (m * k + m * n);
-  return 2e-6 + std::max(bytes / 1e12, 2 * m * n * k / 1e15);
+  return fixed + std::max(bytes / 1e12, 2 * m * n * k / 1e15);
 }
+
+// The same on a CPU profile: a fixed 0.5 µs.
+double cpu_linear_work(double m, double n, double k) { return linear_work(m, n, k, 0.5e-6); }
 
 OpWork linear_fn(const DimView& v) {
   const double m = v["m"], n = v["n"], k = v["k"];
@@ -138,23 +141,32 @@ TEST(Profile, LookupInterpolatesLogLog) {
   EXPECT_NEAR(lookup(p, 64, 4096, 4096), 4.0 * w16 + (w64 - w16), 1e-12);
 }
 
-// A point timed slower than a larger point of its shape (more rows: more work by the same kernel) caught something
-// else on the machine: it reads as the larger point's time, and the rows between interpolate from there. A slow
-// point still faster than every larger one is kept.
+// A linear table on a CPU profile (its points noisy: the host's other work) or a GPU one.
+MachineProfile linear_profile(const json& points, bool cpu) {
+  json j = profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", points}}}});
+  if (cpu) j["machine"]["device"] = "cpu";
+  return parse_profile(j.dump(), "p.json");
+}
+
+// On a CPU profile a point timed slower than a larger point of its shape (more rows: more work by the same kernel)
+// caught something else on the machine: it reads as the larger point's time, and the rows between interpolate from
+// there. A slow point still faster than every larger one is kept, and a GPU profile's points are kept as timed
+// (another kernel at one row than at sixteen).
 TEST(Profile, LookupHoldsAPointToTheTimeOfALargerOne) {
-  const double w1 = linear_work(1, 4096, 4096), w4 = linear_work(4, 4096, 4096);
-  const double w16 = linear_work(16, 4096, 4096), w4096 = linear_work(4096, 4096, 4096);
+  const double w1 = cpu_linear_work(1, 4096, 4096), w4 = cpu_linear_work(4, 4096, 4096);
+  const double w16 = cpu_linear_work(16, 4096, 4096), w4096 = cpu_linear_work(4096, 4096, 4096);
   ASSERT_GT(5.0 * w1, w16);
   ASSERT_LT(3.0 * w16, w4096);
   const json pts = {{1, 4096, 4096, 5.0 * w1 * 1e6}, {16, 4096, 4096, w16 * 1e6}, {4096, 4096, 4096, w4096 * 1e6}};
-  const MachineProfile p =
-      parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(), "p.json");
+  const MachineProfile p = linear_profile(pts, true);
   EXPECT_NEAR(lookup(p, 1, 4096, 4096), w16, 1e-12);
   // Half way from m = 1 (ratio w16 / w1) to m = 16 (ratio 1) in log m.
   EXPECT_NEAR(lookup(p, 4, 4096, 4096), std::sqrt(w16 / w1) * w4, 1e-12);
+  // A GPU profile (2 µs fixed) keeps the point's ratio: 5 × its work there.
+  const double w1_gpu = linear_work(1, 4096, 4096), ratio = 5.0 * w1 / w1_gpu;
+  EXPECT_NEAR(lookup(linear_profile(pts, false), 1, 4096, 4096), ratio * w1_gpu, 1e-12);
   const json slow = {{1, 4096, 4096, w1 * 1e6}, {16, 4096, 4096, 3.0 * w16 * 1e6}, {4096, 4096, 4096, w4096 * 1e6}};
-  const MachineProfile q =
-      parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", slow}}}}).dump(), "q.json");
+  const MachineProfile q = linear_profile(slow, true);
   EXPECT_NEAR(lookup(q, 16, 4096, 4096), 3.0 * w16, 1e-12);
   EXPECT_NEAR(lookup(q, 1, 4096, 4096), w1, 1e-12);
 }
@@ -188,19 +200,20 @@ TEST(Profile, LookupTakesTheNearestShape) {
   EXPECT_THROW(p.op_seconds("moe_experts", DimView{&names, values.data()}, {"m"}, linear_fn), Error);
 }
 
-// One shape timed slow among near neighbours (each within a factor of two in one dim) caught something else on the
-// machine: a query at it takes the median of the three nearest shapes' times (each from its own ratio). Far
-// neighbours leave the nearest shape's time alone.
+// On a CPU profile one shape timed slow among near neighbours (each within a factor of two in one dim) caught
+// something else on the machine: a query at it takes the median of the three nearest shapes' times (each from its
+// own ratio). Far neighbours leave the nearest shape's time alone, as a GPU profile does every shape.
 TEST(Profile, LookupTakesTheMedianOfThreeNearShapes) {
-  const auto at = [](double n, double ratio) { return json{1, n, 1024, ratio * linear_work(1, n, 1024) * 1e6}; };
-  const auto make = [](const json& pts) {
-    return parse_profile(profile_json({{"linear", {{"dims", {"m", "n", "k"}}, {"points", pts}}}}).dump(), "p.json");
-  };
-  const MachineProfile near = make({at(1024, 1.0), at(1536, 3.0), at(2048, 1.2)});
-  EXPECT_NEAR(lookup(near, 1, 1536, 1024), 1.2 * linear_work(1, 1536, 1024), 1e-12);
-  EXPECT_NEAR(lookup(near, 1, 1024, 1024), 1.2 * linear_work(1, 1024, 1024), 1e-12);
-  const MachineProfile far = make({at(256, 1.0), at(1536, 3.0), at(8192, 1.2)});
-  EXPECT_NEAR(lookup(far, 1, 1536, 1024), 3.0 * linear_work(1, 1536, 1024), 1e-12);
+  const auto at = [](double n, double ratio) { return json{1, n, 1024, ratio * cpu_linear_work(1, n, 1024) * 1e6}; };
+  const json near_points = {at(1024, 1.0), at(1536, 3.0), at(2048, 1.2)};
+  const MachineProfile near = linear_profile(near_points, true);
+  EXPECT_NEAR(lookup(near, 1, 1536, 1024), 1.2 * cpu_linear_work(1, 1536, 1024), 1e-12);
+  EXPECT_NEAR(lookup(near, 1, 1024, 1024), 1.2 * cpu_linear_work(1, 1024, 1024), 1e-12);
+  // A GPU profile keeps the nearest shape's ratio (its work there: 2 µs fixed).
+  const double ratio = 3.0 * cpu_linear_work(1, 1536, 1024) / linear_work(1, 1536, 1024);
+  EXPECT_NEAR(lookup(linear_profile(near_points, false), 1, 1536, 1024), ratio * linear_work(1, 1536, 1024), 1e-12);
+  const MachineProfile far = linear_profile({at(256, 1.0), at(1536, 3.0), at(8192, 1.2)}, true);
+  EXPECT_NEAR(lookup(far, 1, 1536, 1024), 3.0 * cpu_linear_work(1, 1536, 1024), 1e-12);
 }
 
 // A shape measured at one row only says nothing of many rows (where a product turns from reading its weights to
