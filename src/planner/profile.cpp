@@ -137,6 +137,13 @@ struct SeriesPoint {
   double x, log_ratio, log_work;
 };
 
+// series() of the points' ratios.
+std::vector<std::pair<double, double>> series_of(const std::vector<SeriesPoint>& points) {
+  std::vector<std::pair<double, double>> ratios;
+  for (const SeriesPoint& p : points) ratios.emplace_back(p.x, p.log_ratio);
+  return series(ratios);
+}
+
 // series() over the points of one shape, each point's time held to the lower envelope from above: a point never
 // takes longer than one of the same shape with more of the varying dim (more rows, tokens, pairs or context: more
 // work by the same kernel), so a point slower than a larger one caught something else on the machine (a CPU
@@ -145,13 +152,6 @@ struct SeriesPoint {
 // other; the planner's decode step at batch 1 from the one against the other was 1.25-5.1x, 0.75-1.06x so held
 // (docs/perf-notes.md item 45). Points off their neighbours the other way, or faster, are kept: a median over
 // three points smoothed away a real slow point of the experts (ep4 at batch 64 priced 22% under, from 14%).
-// series() of the points' ratios.
-std::vector<std::pair<double, double>> series_of(const std::vector<SeriesPoint>& points) {
-  std::vector<std::pair<double, double>> ratios;
-  for (const SeriesPoint& p : points) ratios.emplace_back(p.x, p.log_ratio);
-  return series(ratios);
-}
-
 std::vector<std::pair<double, double>> capped_series(const std::vector<SeriesPoint>& points) {
   std::vector<std::pair<double, double>> ratios, works;
   for (const SeriesPoint& p : points) {
