@@ -129,10 +129,12 @@ double op_time(const MachineProfile& p, const std::string& op_in, const std::vec
   }
   const bool floor = busy.stream > 0 && w.bytes / busy.stream > s;
   if (floor) s = w.bytes / busy.stream;
-  trace_op(
-      op_in,
-      (p.has_op(op) ? op : "work") + std::string(alone ? " (alone-all)" : "") + (floor ? " (streaming floor)" : ""),
-      names, values, busy.share, s);
+  if (t_trace.rows != nullptr) {
+    trace_op(
+        op_in,
+        (p.has_op(op) ? op : "work") + std::string(alone ? " (alone-all)" : "") + (floor ? " (streaming floor)" : ""),
+        names, values, busy.share, s);
+  }
   return s;
 }
 
