@@ -53,7 +53,7 @@ int64_t kv_dtype_bytes(const std::string& name) {
 
 // plan --explain: the decode step at --batch, op by op, as the cost model priced it; a step's time per row is
 // calls x one call x the pass's weight (how much of the stage's time is the hot or the cold pricing).
-std::string format_explain(const PlanTarget& t, const std::vector<CostTraceRow>& rows) {
+std::string format_explain(const PlanTarget& t, const LayoutCheck& check, const std::vector<CostTraceRow>& rows) {
   std::string out = fmt::format(
       "\ndecode step at batch {}, context {}, op by op (the busiest rank of each stage; weight: the share of the "
       "stage's time its hot or cold pricing carries; ms: calls x one call x weight):\n",
@@ -74,6 +74,13 @@ std::string format_explain(const PlanTarget& t, const std::vector<CostTraceRow>&
   out += "sum by phase (stages added; a pipeline of M micro-batches adds its slowest stage M - 1 more times):";
   for (size_t i = 0; i < phases.size(); ++i) out += fmt::format(" {} {:.3f}", kCostPhaseNames[i], phases[i]);
   out += " ms\n";
+  const StepPrediction step = predict_layout(t, check).decode_batch;
+  if (step.graph) {
+    out += fmt::format(
+        "the step replays as one captured graph: {:.3f} ms, the kernels' own time (each row above is at least a "
+        "launch, {:.3f} ms in all)\n",
+        step.seconds * 1e3, step.eager_seconds * 1e3);
+  }
   return out;
 }
 
@@ -144,7 +151,7 @@ int run_plan(const PlanOptions& o) {
   }
   SY_CHECK(check.valid(), "{}", format_issues(target, check));
   std::string out = format_layout(target, check);
-  if (o.explain) out += format_explain(target, explain_layout(target, check));
+  if (o.explain) out += format_explain(target, check, explain_layout(target, check));
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
