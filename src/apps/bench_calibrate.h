@@ -126,7 +126,7 @@ struct HostCaches {
   size_t last_level_bytes = 0;  // the CPU's largest cache level (sysfs, else sysconf); 0 when unknown
   int threads = 1;              // this rank's OpenMP threads
 };
-HostCaches host_caches();
+HostCaches host_caches();  // read once a process
 // The bytes the cold ops (linear_cold, moe_experts_cold) rotate their weights through: twice the last-level cache,
 // at least 256 MiB, in whole MiB. A pool the L3 holds is not cold: the GPU machines' hosts have 300 MB of it.
 size_t cold_pool_bytes(size_t last_level_bytes);

@@ -342,22 +342,25 @@ size_t cache_size_bytes(const std::string& text) {
 }  // namespace
 
 HostCaches host_caches() {
-  HostCaches h{.threads = std::max(1, omp_get_max_threads())};
-  // The highest cache level of CPU 0 that holds data (sysfs lists each index's level, type and size).
-  int best_level = 0;
-  for (int i = 0; i < 8; ++i) {
-    const std::filesystem::path dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i);
-    std::ifstream level_in(dir / "level"), type_in(dir / "type"), size_in(dir / "size");
-    int level = 0;
-    std::string type, size;
-    if (!(level_in >> level) || !(type_in >> type) || !(size_in >> size) || type == "Instruction") continue;
-    if (level > best_level) best_level = level, h.last_level_bytes = cache_size_bytes(size);
-  }
-  if (h.last_level_bytes == 0) {
-    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    h.last_level_bytes = static_cast<size_t>(std::max<long>({l3, l2, 0}));
-  }
-  return h;
+  static const HostCaches read = [] {
+    HostCaches h{.threads = std::max(1, omp_get_max_threads())};
+    // The highest cache level of CPU 0 that holds data (sysfs lists each index's level, type and size).
+    int best_level = 0;
+    for (int i = 0; i < 8; ++i) {
+      const std::filesystem::path dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i);
+      std::ifstream level_in(dir / "level"), type_in(dir / "type"), size_in(dir / "size");
+      int level = 0;
+      std::string type, size;
+      if (!(level_in >> level) || !(type_in >> type) || !(size_in >> size) || type == "Instruction") continue;
+      if (level > best_level) best_level = level, h.last_level_bytes = cache_size_bytes(size);
+    }
+    if (h.last_level_bytes == 0) {
+      const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+      h.last_level_bytes = static_cast<size_t>(std::max<long>({l3, l2, 0}));
+    }
+    return h;
+  }();
+  return read;
 }
 
 size_t cold_pool_bytes(size_t last_level_bytes) {

@@ -53,7 +53,7 @@ int64_t kv_dtype_bytes(const std::string& name) {
 
 // plan --explain: the decode step at --batch, op by op, as the cost model priced it; a step's time per row is
 // calls x one call x the pass's weight (how much of the stage's time is the hot or the cold pricing).
-std::string format_explain(const PlanTarget& t, const LayoutCheck& check, const std::vector<CostTraceRow>& rows) {
+std::string format_explain(const PlanTarget& t, const CostExplanation& e) {
   std::string out = fmt::format(
       "\ndecode step at batch {}, context {}, op by op (the busiest rank of each stage; weight: the share of the "
       "stage's time its hot or cold pricing carries; ms: calls x one call x weight):\n",
@@ -61,7 +61,7 @@ std::string format_explain(const PlanTarget& t, const LayoutCheck& check, const 
   out += fmt::format("{:>5}  {:<5} {:>6}  {:<13} {:<22} {:<40} {:>5} {:>8} {:>10} {:>9}  {}\n", "stage", "pass",
                      "weight", "phase", "op", "table", "share", "calls", "us a call", "ms", "dims");
   std::array<double, kCostPhaseCount> phases{};
-  for (const CostTraceRow& r : rows) {
+  for (const CostTraceRow& r : e.rows) {
     const double ms = r.calls * r.seconds * r.weight * 1e3;
     for (size_t i = 0; i < phases.size(); ++i) {
       if (r.phase == kCostPhaseNames[i]) phases[i] += ms;
@@ -74,7 +74,7 @@ std::string format_explain(const PlanTarget& t, const LayoutCheck& check, const 
   out += "sum by phase (stages added; a pipeline of M micro-batches adds its slowest stage M - 1 more times):";
   for (size_t i = 0; i < phases.size(); ++i) out += fmt::format(" {} {:.3f}", kCostPhaseNames[i], phases[i]);
   out += " ms\n";
-  const StepPrediction step = predict_layout(t, check).decode_batch;
+  const StepPrediction& step = e.step;
   if (step.graph) {
     out += fmt::format(
         "the step replays as one captured graph: {:.3f} ms, the kernels' own time (each row above is at least a "
@@ -143,7 +143,7 @@ int run_plan(const PlanOptions& o) {
     std::string out = layout_json(target, check) + "\n";
     if (o.explain && check.valid()) {
       nlohmann::json j = nlohmann::json::parse(out);
-      j["explain"] = explain_json(explain_layout(target, check));
+      j["explain"] = explain_json(explain_layout(target, check).rows);
       out = j.dump(2) + "\n";
     }
     std::fwrite(out.data(), 1, out.size(), stdout);
@@ -151,7 +151,7 @@ int run_plan(const PlanOptions& o) {
   }
   SY_CHECK(check.valid(), "{}", format_issues(target, check));
   std::string out = format_layout(target, check);
-  if (o.explain) out += format_explain(target, check, explain_layout(target, check));
+  if (o.explain) out += format_explain(target, explain_layout(target, check));
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }

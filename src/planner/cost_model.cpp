@@ -95,6 +95,17 @@ void trace_op(const std::string& op, const std::string& table, const std::vector
                            .seconds = seconds});
 }
 
+// A row of waiting the stage adds to its mixed passes' time (the skew, a pipeline boundary).
+void trace_wait(const std::string& op, const std::string& table, const std::string& query, double seconds) {
+  t_trace.rows->push_back({.stage = t_trace.stage,
+                           .pass = "mixed",
+                           .phase = "communication",
+                           .op = op,
+                           .table = table,
+                           .query = query,
+                           .seconds = seconds});
+}
+
 // The table an op is timed from: in a step beyond the caches (a streaming floor set) its "_cold" table (timed
 // reading its weights from memory, bench calibrate's linear_cold and moe_experts_cold) when that holds a point
 // of at least the query's rows (vary's first dim), else its own (timed hot).
@@ -321,13 +332,7 @@ class Ops {
     f *= (max_of(lo) + (k - lo) * (max_of(lo + 1) - max_of(lo))) / expected_max_normal(all);
     eager[communication] += work * f;
     if (t_trace.rows != nullptr) {
-      t_trace.rows->push_back({.stage = t_trace.stage,
-                               .pass = "mixed",
-                               .phase = "communication",
-                               .op = "skew",
-                               .table = "step.skew",
-                               .query = fmt::format("segment_us={:.1f} fraction={:.3f}", segment * 1e6, f),
-                               .seconds = work * f});
+      trace_wait("skew", "step.skew", fmt::format("segment_us={:.1f} fraction={:.3f}", segment * 1e6, f), work * f);
     }
   }
 
@@ -654,13 +659,7 @@ StepPrediction predict(const CostInputs& in, int64_t batch, int64_t q_len, int64
     if (t_trace.rows != nullptr && send > 0 && !r.first_stage) {
       // The step's sum keeps each boundary once, on the receiving stage (the sender's copy counts in its own
       // stage's time when it is the slowest).
-      t_trace.rows->push_back({.stage = t_trace.stage,
-                               .pass = "mixed",
-                               .phase = "communication",
-                               .op = "stage boundary",
-                               .table = "collectives",
-                               .query = "send_recv from the stage before",
-                               .seconds = send});
+      trace_wait("stage boundary", "collectives", "send_recv from the stage before", send);
     }
     if (!r.first_stage) o.eager[communication] += send;
     if (!r.last_stage) o.eager[communication] += send;
@@ -780,17 +779,17 @@ StepPrediction predict_decode(const CostInputs& in, int64_t batch, int64_t conte
   return p;
 }
 
-std::vector<CostTraceRow> explain_decode(const CostInputs& in, int64_t batch, int64_t context) {
-  std::vector<CostTraceRow> rows;
-  t_trace = {.rows = &rows};
+CostExplanation explain_decode(const CostInputs& in, int64_t batch, int64_t context) {
+  CostExplanation out;
+  t_trace = {.rows = &out.rows};
   try {
-    predict(in, batch, 1, context, true);
+    out.step = predict(in, batch, 1, context, true);
   } catch (...) {
     t_trace = {};
     throw;
   }
   t_trace = {};
-  return rows;
+  return out;
 }
 
 StepPrediction predict_prefill(const CostInputs& in, int64_t batch, int64_t len) {

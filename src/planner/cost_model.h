@@ -73,8 +73,12 @@ struct CostTraceRow {
 };
 
 // The decode step predict_decode prices, op by op (stage by stage; each pass of a stage weighted as the step mixes
-// them), with the pipeline's sends and the skew the ranks wait for as rows of their own.
-std::vector<CostTraceRow> explain_decode(const CostInputs& in, int64_t batch, int64_t context);
+// them), with the pipeline's sends and the skew the ranks wait for as rows of their own; and the step as predicted.
+struct CostExplanation {
+  StepPrediction step;
+  std::vector<CostTraceRow> rows;
+};
+CostExplanation explain_decode(const CostInputs& in, int64_t batch, int64_t context);
 
 // A profile of default efficiencies from a machine preset: copies at 80% of the memory bandwidth, products at
 // 60% of the bf16 rate, 4 µs to launch an op, 10 µs to launch a graph; no op tables (every op by its work).

@@ -157,7 +157,7 @@ CostInputs cost_inputs(const PlanTarget& t, const LayoutCheck& c, const MachineP
 
 }  // namespace
 
-std::vector<CostTraceRow> explain_layout(const PlanTarget& t, const LayoutCheck& c) {
+CostExplanation explain_layout(const PlanTarget& t, const LayoutCheck& c) {
   const MachineProfile* best = nearest_profile(t, c.sizes.world_size());
   const MachineProfile preset = best == nullptr ? preset_profile(t.cluster.machine) : MachineProfile{};
   return explain_decode(cost_inputs(t, c, best != nullptr ? *best : preset), t.decode_batch, t.decode_context);

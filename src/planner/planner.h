@@ -87,7 +87,7 @@ LayoutCheck check_layout_with_alternatives(const PlanTarget& target, const Layou
 // The predictions for a layout whose rules pass (stage_layers known).
 LayoutPrediction predict_layout(const PlanTarget& target, const LayoutCheck& check);
 // The decode step at the target's batch, op by op, as predict_layout prices it (plan --explain).
-std::vector<CostTraceRow> explain_layout(const PlanTarget& target, const LayoutCheck& check);
+CostExplanation explain_layout(const PlanTarget& target, const LayoutCheck& check);
 
 struct PlanEntry {
   LayoutCheck check;

@@ -610,7 +610,7 @@ TEST(CostModel, TheExplainedOpsAddUpToThePrediction) {
     if (piped) t.cluster = make_cluster(find_machine("h200"), 2, std::nullopt);
     const LayoutCheck c = check_layout(t, piped ? pp2 : one);
     const StepPrediction p = predict_layout(t, c).decode_batch;
-    const std::vector<CostTraceRow> rows = explain_layout(t, c);
+    const std::vector<CostTraceRow> rows = explain_layout(t, c).rows;
     ASSERT_FALSE(rows.empty());
     std::array<double, kCostPhaseCount> sums{};
     bool stage1 = false;
