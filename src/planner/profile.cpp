@@ -351,8 +351,34 @@ namespace {
 // hundred MB).
 constexpr double kBeyondCachesBytes = 512e6;
 
+// The rate of the linear_pool table's largest pool (the median of its rounds) when that pool is beyond the caches:
+// the same kind of single-row product as the streaming point, its weights rotating through the pool so that each
+// call reads them from memory; 0 without such a pool.
+double pool_stream_rate(const MachineProfile& p, const std::map<std::string, OpTable>& tables) {
+  const auto it = tables.find("linear_pool");
+  if (it == tables.end()) return 0;
+  const OpTable& t = it->second;
+  const int m = t.dim("m"), n = t.dim("n"), k = t.dim("k"), pool = t.dim("pool_mb");
+  if (m < 0 || n < 0 || k < 0 || pool < 0) return 0;
+  double largest = 0;
+  for (const auto& pt : t.points) largest = std::max(largest, pt[static_cast<size_t>(pool)]);
+  if (largest * 1048576.0 < kBeyondCachesBytes) return 0;
+  std::vector<double> rates;
+  for (const auto& pt : t.points) {
+    if (pt[static_cast<size_t>(pool)] != largest || pt[static_cast<size_t>(m)] != 1 || !(pt.back() > 0)) continue;
+    rates.push_back(pt[static_cast<size_t>(n)] * pt[static_cast<size_t>(k)] * p.weight_bytes / (pt.back() * 1e-6));
+  }
+  if (rates.empty()) return 0;
+  const auto mid = rates.begin() + static_cast<std::ptrdiff_t>(rates.size() / 2);
+  std::nth_element(rates.begin(), mid, rates.end());
+  return *mid;
+}
+
 // See MachineProfile::stream_bytes_per_s: the single-row linear point with the most weight bytes, when those are
-// beyond the caches.
+// beyond the caches, or the cache curve's largest pool where that read faster. Both read weights from memory; the
+// one 2 GB product is a single timing that can catch the machine slow (r16's 1-rank profile: 66 GB/s where its
+// 512 MiB pool read 90, r14's and r15's streaming points 82 and 91, and the engine's 131 MB LM head 100;
+// docs/perf-notes.md item 52), and a floor is the fastest the memory was seen to go.
 double stream_rate(const MachineProfile& p, const std::map<std::string, OpTable>& tables) {
   const auto it = tables.find("linear");
   if (p.device != "cpu" || it == tables.end()) return 0;
@@ -365,7 +391,8 @@ double stream_rate(const MachineProfile& p, const std::map<std::string, OpTable>
     const double bytes = pt[static_cast<size_t>(n)] * pt[static_cast<size_t>(k)] * p.weight_bytes;
     if (bytes > best_bytes) best_bytes = bytes, rate = bytes / (pt.back() * 1e-6);
   }
-  return best_bytes >= kBeyondCachesBytes ? rate : 0;
+  if (best_bytes < kBeyondCachesBytes) return 0;
+  return std::max(rate, pool_stream_rate(p, tables));
 }
 
 // MachineProfile::cache_curve from a linear_pool table: each pool's time (the median of its rounds) as the

@@ -82,7 +82,9 @@ struct MachineProfile {
   // ("step"."skew_cold", bench calibrate's time_skew_cold): {rows, segment seconds, fraction}, sorted; empty: none.
   std::vector<std::array<double, 3>> skew_cold;
   // CPU profiles: the rate at which one rank streams weights from memory while the others do the same, from the
-  // largest single-row product of the profile (weights far beyond any cache); 0 when there is none. The ops were
+  // largest single-row product of the profile (weights far beyond any cache), or the linear_pool table's largest
+  // pool where that is beyond the caches too and read faster (the floor is the fastest the memory was seen to go);
+  // 0 without the streaming point. The ops were
   // timed calling one operand over and over, so a small one stays in the caches; in a step whose weights are
   // beyond the caches each layer reads its own from memory, and the cost model holds every op to its bytes at
   // this rate, and takes the products and experts from their "_cold" tables (timed reading their weights from

@@ -241,7 +241,8 @@ TEST(Profile, MatrixRateIsTheBestLinearPointsRate) {
 }
 
 // A CPU profile's streaming rate is its largest single-row product's, when that reads more than 512 MB of weights
-// (f32 on the CPU); none for a GPU profile or without such a point.
+// (f32 on the CPU), or its cache curve's largest pool's where that pool is beyond the caches and read faster; none
+// for a GPU profile or without such a point.
 TEST(Profile, CpuStreamingRateFromTheLargestSingleRowProduct) {
   json j = profile_json({{"linear",
                           {{"dims", {"m", "n", "k"}},
@@ -251,7 +252,20 @@ TEST(Profile, CpuStreamingRateFromTheLargestSingleRowProduct) {
   j["machine"]["device"] = "cuda";
   EXPECT_EQ(parse_profile(j.dump(), "gpu.json").stream_bytes_per_s, 0.0);
   j["machine"]["device"] = "cpu";
+  // The cache curve's largest pool, beyond the caches (512 MiB), read faster: its rate (the median of its rounds);
+  // a slower pool or one within 512 MB leaves the streaming point's.
+  const auto pool = [](const json& points) { return json{{"dims", {"m", "n", "k", "pool_mb"}}, {"points", points}}; };
+  const double point_rate = 65536.0 * 2048 * 4 / 10000e-6;  // 53.7 GB/s
+  j["ops"]["linear_pool"] = pool(
+      {{1, 1024, 1024, 4, 40.0}, {1, 1024, 1024, 512, 50.0}, {1, 1024, 1024, 512, 46.0}, {1, 1024, 1024, 512, 900.0}});
+  EXPECT_NEAR(parse_profile(j.dump(), "cpu.json").stream_bytes_per_s, 1024.0 * 1024 * 4 / 50e-6, 1.0);  // 83.9 GB/s
+  j["ops"]["linear_pool"] = pool({{1, 1024, 1024, 4, 40.0}, {1, 1024, 1024, 512, 100.0}});
+  EXPECT_NEAR(parse_profile(j.dump(), "cpu.json").stream_bytes_per_s, point_rate, 1.0);
+  j["ops"]["linear_pool"] = pool({{1, 1024, 1024, 4, 10.0}, {1, 1024, 1024, 256, 20.0}});
+  EXPECT_NEAR(parse_profile(j.dump(), "cpu.json").stream_bytes_per_s, point_rate, 1.0);
+  // Without the streaming point no floor, whatever the pool.
   j["ops"]["linear"]["points"] = {{1, 4096, 2048, 100.0}, {64, 65536, 2048, 9e4}};
+  j["ops"]["linear_pool"] = pool({{1, 1024, 1024, 4, 40.0}, {1, 1024, 1024, 512, 50.0}});
   EXPECT_EQ(parse_profile(j.dump(), "small.json").stream_bytes_per_s, 0.0);
 }
 
@@ -472,10 +486,11 @@ TEST(CostModel, ACpuStageIsPricedAlongTheCacheCurve) {
     return parse_profile(k.dump(), "cpu.json");
   };
   const double far = std::ldexp(1.0, 39), farther = std::ldexp(1.0, 40);
-  const MachineProfile flat = with_pools({{1, 256, 1024, 1, 10.0}, {1, 256, 1024, farther, 10.0}});
+  // The pools' product read slower than the streaming point (1 MiB in 10-20 ms), so the floor stays the point's.
+  const MachineProfile flat = with_pools({{1, 256, 1024, 1, 1e4}, {1, 256, 1024, farther, 1e4}});
   const MachineProfile half = with_pools(
-      {{1, 256, 1024, 1, 10.0}, {1, 256, 1024, 2, 15.0}, {1, 256, 1024, far, 15.0}, {1, 256, 1024, farther, 20.0}});
-  const MachineProfile full = with_pools({{1, 256, 1024, 1, 10.0}, {1, 256, 1024, 2, 20.0}});
+      {{1, 256, 1024, 1, 1e4}, {1, 256, 1024, 2, 1.5e4}, {1, 256, 1024, far, 1.5e4}, {1, 256, 1024, farther, 2e4}});
+  const MachineProfile full = with_pools({{1, 256, 1024, 1, 1e4}, {1, 256, 1024, 2, 2e4}});
 
   PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
   t.decode_context = 16;
