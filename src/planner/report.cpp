@@ -270,14 +270,17 @@ std::string format_layout(const PlanTarget& t, const LayoutCheck& c) {
                              : std::string());
     const LayoutPrediction pred = predict_layout(t, c);
     out += fmt::format("speed    predicted from {}\n", pred.profile);
+    // At --batch 1 the batch's decode step is the one-sequence step: printed once.
+    const bool one = t.decode_batch == 1;
     for (const StepPrediction* p : {&pred.decode_one, &pred.decode_batch, &pred.prefill}) {
+      if (one && p == &pred.decode_batch) continue;
       const bool prefill = p == &pred.prefill;
       out += fmt::format("{}  batch {}, {} {}: {:.2f} ms{}, {} tok/s; eager {:.2f} ms: {}\n",
                          prefill ? "prefill" : "decode ", p->batch, p->context, prefill ? "tokens each" : "in context",
                          p->seconds * 1e3, prefill ? "" : " per step (TPOT)", format_rate(p->tokens_per_second),
                          p->eager_seconds * 1e3, format_phases(*p));
     }
-    for (int64_t b : {int64_t{1}, t.decode_batch}) {
+    for (const int64_t b : one ? std::vector<int64_t>{1} : std::vector<int64_t>{1, t.decode_batch}) {
       const DecodeEstimate d = estimate_decode(t.shape, z, *c.memory, t.cluster, b, t.decode_context, t.memory);
       out += fmt::format(
           "floor    batch {}: {:.2f} ms/step, {} tok/s (memory {:.2f} ms + comm {:.2f} ms per stage and "

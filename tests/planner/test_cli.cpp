@@ -85,6 +85,26 @@ TEST(PlanCli, BadInputIsOneLine) {
   EXPECT_NE(missing.out.find("config.json"), std::string::npos);
 }
 
+// One layout's speed lines: the one-sequence decode step and the batch's, each with its floor; at --batch 1 they
+// are the same step, printed once.
+TEST(PlanCli, ALayoutsDecodeLinesAtBatchOneAreNotRepeated) {
+  const std::string base = "plan --model " + config("qwen3_30b_a3b") + " --machine h200 --gpus 1 --tp 1";
+  const auto count = [](const std::string& out, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = out.find(what); at != std::string::npos; at = out.find(what, at + 1)) ++n;
+    return n;
+  };
+  const auto one = run(base + " --batch 1");
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_EQ(count(one.out, "\ndecode   batch "), 1u) << one.out;
+  EXPECT_EQ(count(one.out, "\nfloor    batch "), 1u) << one.out;
+  const auto four = run(base + " --batch 4");
+  ASSERT_EQ(four.code, 0) << four.out;
+  EXPECT_EQ(count(four.out, "\ndecode   batch 1,"), 1u) << four.out;
+  EXPECT_EQ(count(four.out, "\ndecode   batch 4,"), 1u) << four.out;
+  EXPECT_EQ(count(four.out, "\nfloor    batch "), 2u) << four.out;
+}
+
 // --explain: the decode step op by op after the layout, in text and as JSON rows whose ms add up to the step's
 // attention phase (the same rows, per phase).
 TEST(PlanCli, ExplainListsTheStepsOps) {
