@@ -138,6 +138,15 @@ struct Prepared {
 
 using PrepareFn = Prepared (*)(PointMemory&, Backend&, const CalibPoint&);
 
+// µs per call of `p` as `t` says (bench_calibrate_timing.cpp): a call to size the scratch memory and one timed alone,
+// then `t.repeats` batches of back-to-back calls lasting at least t.batch_us (one call a batch when both single
+// calls filled one), replayed as one captured graph where t.graphs and the backend allow; the median batch's time
+// per call.
+double time_prepared(Backend& be, const Prepared& p, const TimingPolicy& t);
+// `calls` captured calls replayed as one graph: the median of t.repeats replays per call; once, a batch shorter than
+// half of t.batch_us is captured again with more calls.
+double time_captured(Backend& be, const Prepared& p, const TimingPolicy& t, int calls);
+
 struct OpEntry {
   OpSpec spec;
   PrepareFn prepare = nullptr;
