@@ -23,10 +23,11 @@ void spin_us(double us) {
 
 // A prepared call that takes `costs_us[i]` on its i-th call and the last entry's cost after those.
 Prepared costed(std::vector<double> costs_us, int& calls) {
-  return {.issue = [costs = std::move(costs_us), &calls] {
-            const size_t i = static_cast<size_t>(calls++);
-            spin_us(i < costs.size() ? costs[i] : costs.back());
-          },
+  return {.issue =
+              [costs = std::move(costs_us), &calls] {
+                const size_t i = static_cast<size_t>(calls++);
+                spin_us(i < costs.size() ? costs[i] : costs.back());
+              },
           .capturable = false};
 }
 
