@@ -351,27 +351,34 @@ namespace {
 // hundred MB).
 constexpr double kBeyondCachesBytes = 512e6;
 
-// The rate of the linear_pool table's largest pool (the median of its rounds) when that pool is beyond the caches:
-// the same kind of single-row product as the streaming point, its weights rotating through the pool so that each
-// call reads them from memory; 0 without such a pool.
-double pool_stream_rate(const MachineProfile& p, const std::map<std::string, OpTable>& tables) {
+// A linear_pool table's pools: (pool bytes, the median of its rounds' µs a call), by pool; empty without the table.
+std::vector<std::pair<double, double>> pool_times(const std::map<std::string, OpTable>& tables) {
   const auto it = tables.find("linear_pool");
-  if (it == tables.end()) return 0;
-  const OpTable& t = it->second;
-  const int m = t.dim("m"), n = t.dim("n"), k = t.dim("k"), pool = t.dim("pool_mb");
-  if (m < 0 || n < 0 || k < 0 || pool < 0) return 0;
-  double largest = 0;
-  for (const auto& pt : t.points) largest = std::max(largest, pt[static_cast<size_t>(pool)]);
-  if (largest * 1048576.0 < kBeyondCachesBytes) return 0;
-  std::vector<double> rates;
-  for (const auto& pt : t.points) {
-    if (pt[static_cast<size_t>(pool)] != largest || pt[static_cast<size_t>(m)] != 1 || !(pt.back() > 0)) continue;
-    rates.push_back(pt[static_cast<size_t>(n)] * pt[static_cast<size_t>(k)] * p.weight_bytes / (pt.back() * 1e-6));
+  if (it == tables.end()) return {};
+  const int pool = it->second.dim("pool_mb");
+  if (pool < 0) return {};
+  std::map<double, std::vector<double>> rounds;
+  for (const auto& pt : it->second.points) rounds[pt[static_cast<size_t>(pool)] * 1048576.0].push_back(pt.back());
+  std::vector<std::pair<double, double>> us;
+  for (auto& [bytes, times] : rounds) {
+    const auto mid = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2);
+    std::nth_element(times.begin(), mid, times.end());
+    us.emplace_back(bytes, *mid);  // the upper median of an even count
   }
-  if (rates.empty()) return 0;
-  const auto mid = rates.begin() + static_cast<std::ptrdiff_t>(rates.size() / 2);
-  std::nth_element(rates.begin(), mid, rates.end());
-  return *mid;
+  return us;
+}
+
+// The rate of the linear_pool table's largest pool when that pool is beyond the caches: the same kind of
+// single-row product as the streaming point (one shape for the whole table), its weights rotating through the pool
+// so that each call reads them from memory; 0 without such a pool.
+double pool_stream_rate(const MachineProfile& p, const std::map<std::string, OpTable>& tables) {
+  const std::vector<std::pair<double, double>> us = pool_times(tables);
+  if (us.empty() || us.back().first < kBeyondCachesBytes || !(us.back().second > 0)) return 0;
+  const OpTable& t = tables.at("linear_pool");
+  const int m = t.dim("m"), n = t.dim("n"), k = t.dim("k");
+  if (m < 0 || n < 0 || k < 0 || t.points.front()[static_cast<size_t>(m)] != 1) return 0;
+  const auto& pt = t.points.front();
+  return pt[static_cast<size_t>(n)] * pt[static_cast<size_t>(k)] * p.weight_bytes / (us.back().second * 1e-6);
 }
 
 // See MachineProfile::stream_bytes_per_s: the single-row linear point with the most weight bytes, when those are
@@ -405,19 +412,7 @@ double stream_rate(const MachineProfile& p, const std::map<std::string, OpTable>
 constexpr double kCurveSpan = 0.1;
 
 std::vector<std::pair<double, double>> cache_curve(const std::map<std::string, OpTable>& tables) {
-  const auto it = tables.find("linear_pool");
-  if (it == tables.end()) return {};
-  const OpTable& t = it->second;
-  const int pool = t.dim("pool_mb");
-  if (pool < 0) return {};
-  std::map<double, std::vector<double>> rounds;
-  for (const auto& pt : t.points) rounds[pt[static_cast<size_t>(pool)] * 1048576.0].push_back(pt.back());
-  std::vector<std::pair<double, double>> us;
-  for (auto& [bytes, times] : rounds) {
-    const auto mid = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2);
-    std::nth_element(times.begin(), mid, times.end());
-    us.emplace_back(bytes, *mid);  // the upper median of an even count
-  }
+  std::vector<std::pair<double, double>> us = pool_times(tables);
   if (us.size() < 2) return {};
   const double lo = us.front().second, span = us.back().second - lo;
   if (!(span >= kCurveSpan * lo)) return {};

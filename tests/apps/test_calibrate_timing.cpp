@@ -21,43 +21,40 @@ void spin_us(double us) {
   }
 }
 
-// A prepared call that takes `costs_us[i]` on its i-th call and the last entry's cost after those.
-Prepared costed(std::vector<double> costs_us, int& calls) {
-  return {.issue =
-              [costs = std::move(costs_us), &calls] {
-                const size_t i = static_cast<size_t>(calls++);
-                spin_us(i < costs.size() ? costs[i] : costs.back());
-              },
-          .capturable = false};
+// time_prepared at batches of 1 ms and `repeats` of them, on a prepared call that takes `costs_us[i]` µs on its i-th
+// call and the last entry's after those; `calls` counts the calls made.
+double time_costed(std::vector<double> costs_us, int repeats, int& calls) {
+  const std::unique_ptr<Backend> be = make_cpu_backend();
+  const Prepared p{.issue =
+                       [costs = std::move(costs_us), &calls] {
+                         const size_t i = static_cast<size_t>(calls++);
+                         spin_us(i < costs.size() ? costs[i] : costs.back());
+                       },
+                   .capturable = false};
+  return time_prepared(*be, p, TimingPolicy{.graphs = false, .batch_us = 1000, .repeats = repeats});
 }
 
 TEST(CalibrateTiming, OneSlowTimedCallIsNotThePointsTime) {
-  const std::unique_ptr<Backend> be = make_cpu_backend();
-  const TimingPolicy policy{.graphs = false, .batch_us = 1000, .repeats = 1};
   // The sizing call 30 µs, the call timed alone caught slow at 3 ms, every later call 30 µs: a batch of about 33
   // calls is timed, 30 µs a call (the bound leaves the host's scheduling its share).
   int calls = 0;
-  const double us = time_prepared(*be, costed({30, 3000, 30}, calls), policy);
+  const double us = time_costed({30, 3000, 30}, 1, calls);
   EXPECT_GT(calls, 20);
   EXPECT_GE(us, 30.0);
   EXPECT_LT(us, 300.0);
 }
 
 TEST(CalibrateTiming, ACallThatFillsABatchIsTimedAlone) {
-  const std::unique_ptr<Backend> be = make_cpu_backend();
-  const TimingPolicy policy{.graphs = false, .batch_us = 1000, .repeats = 1};
   int calls = 0;
-  const double us = time_prepared(*be, costed({2000}, calls), policy);
+  const double us = time_costed({2000}, 1, calls);
   EXPECT_EQ(calls, 2);  // the sizing call and the timed one
   EXPECT_GE(us, 2000.0);
   EXPECT_LT(us, 20000.0);
 }
 
 TEST(CalibrateTiming, AShortCallIsTimedInBatches) {
-  const std::unique_ptr<Backend> be = make_cpu_backend();
-  const TimingPolicy policy{.graphs = false, .batch_us = 1000, .repeats = 3};
   int calls = 0;
-  const double us = time_prepared(*be, costed({100}, calls), policy);
+  const double us = time_costed({100}, 3, calls);
   EXPECT_GE(calls, 2 + 3 * 10);  // three batches of at least ten calls of 100 µs
   EXPECT_GE(us, 100.0);
   EXPECT_LT(us, 1000.0);
