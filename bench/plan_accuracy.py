@@ -421,7 +421,8 @@ def bench_run(args, runner, item, i, timeout):
 
 def merged_rows(runs_rows):
     """Per batch: the first run's figures (it alone times prefill) with the decode figures of the run whose
-    decode step is the median of all runs (the lower middle one of an even count), and every run's step."""
+    decode step is the median of all runs (the lower middle one of an even count), and every run's step in the
+    order they ran (the first the full run)."""
     first, by_batch = {}, {}
     for n, (_, (rws, _, _)) in enumerate(runs_rows):
         for b, r in rws.items():
@@ -429,15 +430,15 @@ def merged_rows(runs_rows):
                 first[b] = r
             by_batch.setdefault(b, []).append(r)
     rows = {}
-    for b, rs in by_batch.items():
-        rs = sorted(rs, key=lambda r: r.get("decode_step_ms") or 0)
+    for b, in_order in by_batch.items():
+        rs = sorted(in_order, key=lambda r: r.get("decode_step_ms") or 0)
         mid = rs[(len(rs) - 1) // 2]
         row = dict(first.get(b) or mid)
         for k, v in mid.items():
             if k.startswith("decode_"):
                 row[k] = v
         if len(runs_rows) > 1:
-            row["decode_step_ms_runs"] = [r.get("decode_step_ms") for r in rs]
+            row["decode_step_ms_runs"] = [r.get("decode_step_ms") for r in in_order]
         rows[b] = row
     return rows
 
