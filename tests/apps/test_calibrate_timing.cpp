@@ -36,10 +36,12 @@ double time_costed(std::vector<double> costs_us, int repeats, int& calls) {
 
 TEST(CalibrateTiming, OneSlowTimedCallIsNotThePointsTime) {
   // The sizing call 30 µs, the call timed alone caught slow at 3 ms, every later call 30 µs: a batch of about 33
-  // calls is timed, 30 µs a call (the bound leaves the host's scheduling its share).
+  // calls is timed, 30 µs a call. Had the 3 ms call sized the point, it would have been timed alone (2 calls in all).
+  // The bounds leave a loaded host (the sanitiser tier, other tests beside) its share: the sizing call may take up to
+  // about three times its 30 µs and the batch still has more than ten calls.
   int calls = 0;
   const double us = time_costed({30, 3000, 30}, 1, calls);
-  EXPECT_GT(calls, 20);
+  EXPECT_GT(calls, 2 + 10);
   EXPECT_GE(us, 30.0);
   EXPECT_LT(us, 300.0);
 }
@@ -55,7 +57,10 @@ TEST(CalibrateTiming, ACallThatFillsABatchIsTimedAlone) {
 TEST(CalibrateTiming, AShortCallIsTimedInBatches) {
   int calls = 0;
   const double us = time_costed({100}, 3, calls);
-  EXPECT_GE(calls, 2 + 3 * 10);  // three batches of at least ten calls of 100 µs
+  // Three batches of ceil(1000 / single) calls, where single is the faster sizing call: ten calls at exactly 100 µs,
+  // nine when the host adds more than 11 µs to both (a CI run under load measured 29 calls in all). Timed alone, the
+  // calls would be 2 + 3; at least five a batch holds while the sizing calls take under 200 µs.
+  EXPECT_GE(calls, 2 + 3 * 5);
   EXPECT_GE(us, 100.0);
   EXPECT_LT(us, 1000.0);
 }
