@@ -165,13 +165,16 @@ std::map<std::string, std::vector<std::vector<double>>> point_sets(const nlohman
 
 // --passes 3: the grid timed three times and merged into one table per op, each point once (the quick grid fits
 // its bound, so every pass times every point: the same points as one pass, none twice, none listed as skipped).
+// The bound is ten times the quick default: under the sanitisers on a loaded runner, a pass of the 60 s default
+// spent one op's share of it and left out the 512-token attention point (a CI run), which the test is not about.
 TEST(BenchCalibrate, PassesMergeIntoOnePointEach) {
   const fs::path one = fs::temp_directory_path() / "sy_calibrate_pass1.json";
   const fs::path three = fs::temp_directory_path() / "sy_calibrate_pass3.json";
   const ScopedEnv one_thread("OMP_NUM_THREADS", "1");
-  const auto r1 = test::run_switchyard("bench calibrate --device cpu --quick --out " + one.string());
+  const auto r1 = test::run_switchyard("bench calibrate --device cpu --quick --max-seconds 600 --out " + one.string());
   ASSERT_EQ(r1.code, 0) << r1.out;
-  const auto r3 = test::run_switchyard("bench calibrate --device cpu --quick --passes 3 --out " + three.string());
+  const auto r3 =
+      test::run_switchyard("bench calibrate --device cpu --quick --max-seconds 600 --passes 3 --out " + three.string());
   ASSERT_EQ(r3.code, 0) << r3.out;
   EXPECT_NE(r3.out.find("pass 3 of 3"), std::string::npos) << r3.out;
   const nlohmann::json j1 = test::read_json(one), j3 = test::read_json(three);
@@ -181,6 +184,7 @@ TEST(BenchCalibrate, PassesMergeIntoOnePointEach) {
   for (const auto& [op, points] : p3) {
     EXPECT_EQ(std::adjacent_find(points.begin(), points.end()), points.end()) << op << ": a point twice";
   }
+  EXPECT_TRUE(j1["skipped"].empty()) << j1["skipped"].dump(1);
   EXPECT_TRUE(j3["skipped"].empty()) << j3["skipped"].dump(1);
   for (const auto& [op, t] : j3["ops"].items()) expect_points(t, t["dims"].size(), op);
   fs::remove(one);
