@@ -32,6 +32,7 @@ struct CalibrateOptions {
   bool quick = false;
   double max_seconds = 0;           // 0: the default bound of the device and grid
   int passes = 0;                   // 0: 3 on a CPU's full grid, else 1 (OpsRun::passes)
+  double cut_ms = 50;               // TimingPolicy::cut_us, in ms
   std::vector<std::string> models;  // --model: the grid holds these models' shapes only
 };
 
@@ -129,7 +130,7 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
                             .batch_us = o.quick ? 300.0 : 1000.0,
                             .repeats = cpu || o.quick ? 3 : 5,
                             .max_calls = cpu ? 100000 : 4096,
-                            .cut_us = 50000};
+                            .cut_us = o.cut_ms * 1e3};
   const double bound = time_bound(o);
   if (report) {
     const int per_pass = std::max(1, timing.repeats / passes);
@@ -253,6 +254,10 @@ CommandMain add_bench_calibrate_command(CLI::App& bench, Launch& launch) {
   cmd->add_option("--max-seconds", o->max_seconds,
                   "bound on the whole run (default: 180 on cuda, 240 on cpu, 60 with --quick); the ops share it by "
                   "weight and points left out are listed in \"skipped\"")
+      ->check(finite_range(1, 1e6));
+  cmd->add_option("--cut-ms", o->cut_ms,
+                  "a point whose one call takes longer than this ends its series: the larger points of that shape "
+                  "are listed in \"skipped\", not timed (default 50)")
       ->check(finite_range(1, 1e6));
   cmd->add_option("--passes", o->passes,
                   "passes over the whole grid, each in its share of the time and the repeats spread over them; a "
