@@ -162,7 +162,7 @@ int calibrate(const CalibrateOptions& o, Communicator* world) {
                     .log = report,
                     .lockstep = cpu && world != nullptr && W > 1 ? world : nullptr,
                     .passes = passes},
-                   calibration_grid(be->device(), o.quick, described_models(o)), p.skipped);
+                   calibration_grid(be->device(), o.quick, described_models(o)), p.skipped, &p.machine.recheck);
   p.matrix_tflop_s = best_linear_rate(p.ops);
   if (p.matrix_tflop_s <= 0) p.matrix_tflop_s = time_matrix_rate(*be, timing);
   p.matrix_tflop_s /= 1e12;

@@ -51,6 +51,14 @@ struct SkippedPoint {
   std::string why;
 };
 
+// What time_ops' recheck did (OpsRun): the points it timed again, how many of them came out faster, and how many
+// points dominated_points still names after it.
+struct RecheckCount {
+  int retimed = 0;
+  int faster = 0;
+  int left = 0;
+};
+
 struct MachineSection {
   std::string device;  // "cuda" or "cpu"
   std::string name;    // the GPU's name or the CPU's model
@@ -66,6 +74,7 @@ struct MachineSection {
   std::vector<std::string> models;  // the model folders whose shapes made the grid (--model); empty: built-in
   double cache_mb = 0;              // the CPU's last-level cache (HostCaches), 0 when unknown
   double cold_pool_mb = 0;          // what the cold ops rotate their weights through (cold_pool_bytes); CPU only
+  RecheckCount recheck;             // rank 0's (every rank picks the same points)
 };
 
 // One point of the skew beyond the caches (StepSection::skew_cold).
@@ -203,9 +212,30 @@ struct OpsRun {
   // shared host measured single points 0.7-1.6x apart from one calibration to the next minutes later
   // (docs/perf-notes.md item 36): passes spread each point's samples over the run instead of a few milliseconds.
   int passes = 1;
+  // After the passes, the points dominated_points names are timed again (each the median of timing.repeats
+  // batches, twice over while any is left) and keep the faster of the two times: a disturbance only adds time.
+  // The passes leave this share of `seconds` to it; what the recheck does not need is not used.
+  double recheck_share = 0.1;
 };
-std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid,
-                                 std::vector<SkippedPoint>& skipped);
+std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid, std::vector<SkippedPoint>& skipped,
+                                 RecheckCount* recheck = nullptr);
+
+// The points of `op` (indices into its points) that took over kDominatedFactor times as long as a point at least
+// as large in every dim, and larger in one, and over kDominatedMarginUs longer: more work in every dim is never
+// that much faster, so such a time met a disturbance (a CPU host busy while the point was timed: r18's 1-rank
+// profile had 196 of them, its second calibration 63, the H200 host's 19; docs/perf-notes.md item 55). Points
+// with a dim of 0 or less are not compared.
+inline constexpr double kDominatedFactor = 2.0;
+inline constexpr double kDominatedMarginUs = 20.0;
+std::vector<size_t> dominated_points(const MeasuredOp& op);
+
+// time_ops' recheck (OpsRun::recheck_share) of `tables` already timed, within `seconds`: the points
+// dominated_points names timed again through `ledger` (one timed over PassLedger::kRetimeMaxSeconds is left), each
+// the median of run.timing.repeats batches, the faster of its two times kept. `keys`: by op, the grid point each
+// of its table's points was timed at (the recorded dims may differ: the experts a routing touched).
+RecheckCount recheck_dominated(const OpsRun& run, double seconds, PassLedger& ledger,
+                               const std::map<std::string, std::vector<CalibPoint>>& keys,
+                               std::vector<MeasuredOp>& tables);
 
 // launch, sync, graph launch and 4-byte read-back costs (bench_calibrate_ops.cpp).
 StepSection time_step_costs(Backend& be, const TimingPolicy& timing);

@@ -69,6 +69,7 @@ nlohmann::ordered_json profile_json(const CalibrationProfile& p) {
   if (!m.models.empty()) out["machine"]["models"] = m.models;
   if (m.cache_mb > 0) out["machine"]["cache_mb"] = rounded(m.cache_mb);
   if (m.cold_pool_mb > 0) out["machine"]["cold_pool_mb"] = m.cold_pool_mb;
+  out["machine"]["recheck"] = {{"retimed", m.recheck.retimed}, {"faster", m.recheck.faster}, {"left", m.recheck.left}};
   out["rates"] = {{"copy_gb_s", rounded(p.copy_gb_s)}, {"matrix_tflop_s", rounded(p.matrix_tflop_s)}};
   out["step"] = {{"launch_us", rounded(p.step.launch_us)},
                  {"sync_us", rounded(p.step.sync_us)},

@@ -264,8 +264,93 @@ std::vector<MeasuredOp> time_ops_pass(const OpsRun& run, const std::vector<OpGri
 
 }  // namespace
 
-std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid,
-                                 std::vector<SkippedPoint>& skipped) {
+std::vector<size_t> dominated_points(const MeasuredOp& op) {
+  const auto valid = [](const CalibPoint& d) {
+    return std::all_of(d.begin(), d.end(), [](int64_t v) { return v > 0; });
+  };
+  std::vector<size_t> out;
+  for (size_t i = 0; i < op.points.size(); ++i) {
+    const TimedPoint& p = op.points[i];
+    if (!valid(p.dims)) continue;
+    const bool dominated = std::any_of(op.points.begin(), op.points.end(), [&](const TimedPoint& q) {
+      if (q.dims.size() != p.dims.size() || q.dims == p.dims || !valid(q.dims) || q.us <= 0) return false;
+      for (size_t d = 0; d < p.dims.size(); ++d) {
+        if (q.dims[d] < p.dims[d]) return false;
+      }
+      return p.us > kDominatedFactor * q.us && p.us - q.us > kDominatedMarginUs;
+    });
+    if (dominated) out.push_back(i);
+  }
+  return out;
+}
+
+// In up to two rounds (a point timed again may still be over, or a faster neighbour may now name another). Every
+// rank holds the same times (the slowest rank's, or the median's), so every rank picks the same points.
+RecheckCount recheck_dominated(const OpsRun& run, double seconds, PassLedger& ledger,
+                               const std::map<std::string, std::vector<CalibPoint>>& point_order,
+                               std::vector<MeasuredOp>& out) {
+  constexpr int kRounds = 2;
+  const auto start = BenchClock::now();
+  RecheckCount c;
+  const Lockstep lock{.world = run.lockstep};
+  OpsRun recheck_run = run;
+  recheck_run.log = false;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<OpGrid> grid;
+    std::vector<size_t> table_of;  // grid entry -> index into out
+    size_t n_points = 0;
+    for (size_t t = 0; t < out.size(); ++t) {
+      const std::vector<size_t> idx = dominated_points(out[t]);
+      if (idx.empty()) continue;
+      OpGrid g{.op = out[t].op, .weight = static_cast<double>(idx.size())};
+      for (size_t i : idx) g.series.push_back({point_order.at(out[t].op)[i]});
+      n_points += idx.size();
+      grid.push_back(std::move(g));
+      table_of.push_back(t);
+    }
+    const double left = seconds - ms_since(start) / 1e3;
+    // The ranks' clocks differ: every rank stops when any has no time left (grid is the same on all of them).
+    if (grid.empty() || lock.any(left <= 0)) break;
+    if (run.log) {
+      std::printf("calibrate: recheck %d: %zu point(s) over %.0fx the time of a larger one, %.1f s left\n", round + 1,
+                  n_points, kDominatedFactor, left);
+      std::fflush(stdout);
+    }
+    std::vector<SkippedPoint> unused;
+    std::vector<std::vector<CalibPoint>> keys;
+    const std::vector<MeasuredOp> tables = time_ops_pass(recheck_run, grid, left, false, ledger, unused, keys);
+    for (size_t t = 0; t < tables.size(); ++t) {
+      const auto g = std::find_if(grid.begin(), grid.end(), [&](const OpGrid& e) { return e.op == tables[t].op; });
+      MeasuredOp& m = out[table_of[static_cast<size_t>(g - grid.begin())]];
+      const std::vector<CalibPoint>& order = point_order.at(m.op);
+      for (size_t i = 0; i < tables[t].points.size(); ++i) {
+        const size_t j = static_cast<size_t>(std::find(order.begin(), order.end(), keys[t][i]) - order.begin());
+        SY_CHECK(j < m.points.size(), "bench calibrate: the recheck timed {} {}, a point not in its table", m.op,
+                 point_text(keys[t][i]));
+        TimedPoint& p = m.points[j];
+        const TimedPoint& again = tables[t].points[i];
+        ++c.retimed;
+        if (again.us > 0 && again.us < p.us) {
+          p.us = again.us;
+          if (again.alone_us > 0) p.alone_us = again.alone_us;
+          ++c.faster;
+        }
+      }
+    }
+  }
+  for (const MeasuredOp& m : out) c.left += static_cast<int>(dominated_points(m).size());
+  if (run.log) {
+    std::printf(
+        "calibrate: recheck: %d point(s) timed again, %d of them faster; %d point(s) still over %.0fx a "
+        "larger one's time\n",
+        c.retimed, c.faster, c.left, kDominatedFactor);
+    std::fflush(stdout);
+  }
+  return c;
+}
+
+std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& grid, std::vector<SkippedPoint>& skipped,
+                                 RecheckCount* recheck) {
   SY_CHECK(run.be.kv_storage_dtype() == run.be.weight_dtype(),
            "bench calibrate fills the KV cache in the weight dtype");
   SY_CHECK(run.passes >= 1, "bench calibrate: --passes must be at least 1, got {}", run.passes);
@@ -285,11 +370,14 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
   OpsRun pass_run = run;
   pass_run.timing.repeats = std::max(1, run.timing.repeats / run.passes);
   const auto start = BenchClock::now();
+  SY_CHECK(run.recheck_share >= 0 && run.recheck_share < 1, "bench calibrate: the recheck's share is {}",
+           run.recheck_share);
+  const double pass_seconds = run.seconds * (1 - run.recheck_share);
   for (int pass = 0; pass < run.passes; ++pass) {
     // Coverage before repeats (item 41): the first pass the time one pass would have had less what the later
     // ones need to time its points again (first_pass_share); they share what is left, the first's unspent time
     // too, and time again its cheapest points of each series first, then what its time did not reach.
-    const double remaining = std::max(0.0, run.seconds - ms_since(start) / 1e3);
+    const double remaining = std::max(0.0, pass_seconds - ms_since(start) / 1e3);
     const double left = pass == 0 ? remaining * first_pass_share(run.passes) : remaining / (run.passes - pass);
     if (run.log && run.passes > 1) {
       std::printf("calibrate: pass %d of %d, %.1f s\n", pass + 1, run.passes, left);
@@ -319,6 +407,8 @@ std::vector<MeasuredOp> time_ops(const OpsRun& run, const std::vector<OpGrid>& g
     }
     out.push_back(std::move(m));
   }
+  const RecheckCount rc = recheck_dominated(run, run.seconds - ms_since(start) / 1e3, ledger, point_order, out);
+  if (recheck != nullptr) *recheck = rc;
   // A point is skipped when no pass timed it.
   for (auto& [key, why] : not_timed) {
     if (!merged.contains(key)) skipped.push_back({.op = key.first, .point = key.second, .why = std::move(why)});

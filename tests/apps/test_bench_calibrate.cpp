@@ -99,6 +99,13 @@ TEST(BenchCalibrate, QuickProfileHasEveryOpWithItsDims) {
   EXPECT_EQ(m["transport"], "none");
   EXPECT_EQ(m["quick"], true);
   EXPECT_EQ(m["passes"], 1) << "the quick grid is timed once";
+  // The recheck's counts (README): integers, at most as many faster as timed again.
+  ASSERT_TRUE(m["recheck"].is_object()) << m.dump(1);
+  for (const char* key : {"retimed", "faster", "left"}) {
+    ASSERT_TRUE(m["recheck"][key].is_number_integer()) << key << " in " << m.dump(1);
+    EXPECT_GE(m["recheck"][key].get<int>(), 0) << key;
+  }
+  EXPECT_LE(m["recheck"]["faster"].get<int>(), m["recheck"]["retimed"].get<int>()) << m.dump(1);
   EXPECT_TRUE(m["name"].is_string() && !m["name"].get<std::string>().empty()) << m.dump(1);
   EXPECT_TRUE(m["host"].is_string()) << m.dump(1);
   EXPECT_TRUE(m["memory_gb"].is_number() && m["memory_gb"].get<double>() > 0) << m.dump(1);
