@@ -59,6 +59,7 @@ calibrate() {
     ${CAL_PASSES:+--passes "$CAL_PASSES"} --out "$OUT/$name.json" > "$OUT/calibrate-$name.txt" 2>&1
   local rc=$?
   echo "calibrate $name rc=$rc at ${SECONDS}s: $(tail -1 "$OUT/calibrate-$name.txt")"
+  grep -E '^calibrate: recheck' "$OUT/calibrate-$name.txt" | sed "s/^/  $name: /"
   [ $rc = 0 ] && [ -s "$OUT/$name.json" ] && cp "$OUT/$name.json" "$ST/$name.json"
 }
 
