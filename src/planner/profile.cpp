@@ -524,6 +524,12 @@ MachineProfile parse_profile(const std::string& text_in, const std::string& src)
   p.ranks = static_cast<int>(number(m, "ranks", mw, true));
   p.transport = text(m, "transport", mw);
   if (m.contains("cpu_threads")) p.cpu_threads = static_cast<int>(number(m, "cpu_threads", mw, false));
+  if (m.contains("recheck")) {
+    const std::string rw = mw + ".recheck";
+    SY_CHECK(m["recheck"].is_object(), "{} must be an object {{\"retimed\", \"faster\", \"left\"}}, not {}", rw,
+             cut_for_message(m["recheck"].dump(), 60));
+    p.busy_points = static_cast<int>(number(m["recheck"], "left", rw, false));
+  }
   p.weight_bytes = p.device == "cuda" ? 2 : 4;
   if (m.contains("weight_dtype")) {
     const std::string wd = text(m, "weight_dtype", mw);

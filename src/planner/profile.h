@@ -75,6 +75,10 @@ struct MachineProfile {
   double graph_launch_s = 0;  // launching one captured graph, beyond its ops
   double copy_to_host_s = 0;  // a 4-byte device-to-host copy
   double weight_bytes = 2;    // per element of the weight dtype the ops were timed with
+  // "machine"."recheck"."left": the points bench calibrate's recheck left over twice the time of a point at least as
+  // large in every dim (a host busy while they were timed); -1 when the profile does not say (written before the
+  // recheck). `plan` notes a profile over kBusyProfilePoints.
+  int busy_points = -1;
   // CPU ranks: (segment seconds, fraction) sorted by segment — work split by collectives into segments of that
   // length takes this fraction longer, the ranks waiting for the slowest at each ("step"."skew"); empty: none.
   std::vector<std::pair<double, double>> skew;
@@ -140,6 +144,9 @@ struct MachineProfile {
 
 // Reads a profile; sy::Error naming the file and key when malformed (wrong format or version, a missing
 // key, a point of the wrong length, a time not finite and positive).
+// More points than this left over by the recheck: plan says the profile looks timed on a busy host (r18's busy
+// 1-rank profile had 196 before any recheck; the H200 host's quiet ones 2-19; docs/perf-notes.md item 55).
+inline constexpr int kBusyProfilePoints = 30;
 MachineProfile load_profile(const std::filesystem::path& path);
 MachineProfile parse_profile(const std::string& text, const std::string& source);
 

@@ -112,6 +112,16 @@ std::string join(const std::vector<std::string>& items, const char* sep, const c
   return out;
 }
 
+// A note line for a profile the recheck left with over kBusyProfilePoints points over a larger one's time; "" else.
+std::string busy_profile_note(const MachineProfile& p) {
+  if (p.busy_points <= kBusyProfilePoints) return "";
+  return fmt::format(
+      "note     {}: {} points are still over twice the time of a larger point after bench calibrate's recheck, so "
+      "the host was likely busy while it was timed; its predictions can be far off. Calibrate again on a quiet "
+      "host.\n",
+      p.source, p.busy_points);
+}
+
 }  // namespace
 
 std::string format_table(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& left) {
@@ -172,6 +182,7 @@ std::string format_plan(const PlanTarget& t, const Plan& plan) {
     for (const MachineProfile& p : t.profiles) {
       out += fmt::format("speed    predicted from {} ({}, {} rank{})\n", p.source, p.name, p.ranks,
                          p.ranks == 1 ? "" : "s");
+      out += busy_profile_note(p);
     }
   }
   out += "\n";
@@ -270,6 +281,9 @@ std::string format_layout(const PlanTarget& t, const LayoutCheck& c) {
                              : std::string());
     const LayoutPrediction pred = predict_layout(t, c);
     out += fmt::format("speed    predicted from {}\n", pred.profile);
+    for (const MachineProfile& p : t.profiles) {
+      if (p.source == pred.profile) out += busy_profile_note(p);
+    }
     // At --batch 1 the batch's decode step is the one-sequence step: printed once.
     const bool one = t.decode_batch == 1;
     for (const StepPrediction* p : {&pred.decode_one, &pred.decode_batch, &pred.prefill}) {

@@ -6,6 +6,8 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "planner_test_util.h"
@@ -103,6 +105,33 @@ TEST(PlanCli, ALayoutsDecodeLinesAtBatchOneAreNotRepeated) {
   EXPECT_EQ(count(four.out, "\ndecode   batch 1,"), 1u) << four.out;
   EXPECT_EQ(count(four.out, "\ndecode   batch 4,"), 1u) << four.out;
   EXPECT_EQ(count(four.out, "\nfloor    batch "), 2u) << four.out;
+}
+
+// A profile whose bench calibrate recheck left over 30 points still over twice a larger point's time gets a note
+// naming it and the count; one that left 30 or fewer, or says nothing (written before the recheck), gets none.
+TEST(PlanCli, AProfileTimedOnABusyHostIsNoted) {
+  const std::filesystem::path src = std::filesystem::path(SY_SOURCE_DIR) / "bench" / "profiles" / "h200.json";
+  std::ifstream in(src);
+  ASSERT_TRUE(in) << src;
+  nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_FALSE(j["machine"].contains("recheck")) << "the committed profile predates the recheck";
+  const std::string base = "plan --model " + config("qwen3_30b_a3b") + " --machine h200 --gpus 1 --tp 1 --profile ";
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "sy_plan_busy_profile.json";
+  for (const int left : {-1, 0, 30, 31, 196}) {
+    if (left >= 0) j["machine"]["recheck"] = {{"retimed", 200}, {"faster", 150}, {"left", left}};
+    std::ofstream(path) << j.dump();
+    const auto r = run(base + path.string());
+    ASSERT_EQ(r.code, 0) << r.out;
+    const std::string note = "note     " + path.string() + ": " + std::to_string(left) + " points are still over";
+    EXPECT_EQ(r.out.find(note) != std::string::npos, left > 30) << left << "\n" << r.out.substr(0, 1500);
+    EXPECT_EQ(r.out.find("Calibrate again on a quiet host") != std::string::npos, left > 30) << left;
+  }
+  j["machine"]["recheck"] = {{"left", -3}};
+  std::ofstream(path) << j.dump();
+  const auto bad = run(base + path.string());
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("machine.recheck.left is -3"), std::string::npos) << bad.out;
+  std::filesystem::remove(path);
 }
 
 // --explain: the decode step op by op after the layout, in text and as JSON rows whose ms add up to the step's

@@ -69,6 +69,10 @@ TEST(Profile, ReadsEveryFigureInItsUnit) {
   EXPECT_DOUBLE_EQ(p.weight_bytes, 2);
   ASSERT_TRUE(p.has_op("linear"));
   EXPECT_EQ(p.ops.at("linear").points.size(), 1u);
+  EXPECT_EQ(p.busy_points, -1) << "no machine.recheck: not said";
+  json j = profile_json(ops);
+  j["machine"]["recheck"] = {{"retimed", 12}, {"faster", 9}, {"left", 4}};
+  EXPECT_EQ(parse_profile(j.dump(), "p.json").busy_points, 4);
 }
 
 void expect_refused(const json& j, const std::string& needle) {
@@ -101,6 +105,11 @@ TEST(Profile, RefusesMalformedFilesNamingTheKey) {
   j = profile_json(ops);
   j["machine"]["device"] = "tpu";
   expect_refused(j, "cuda or cpu");
+  j = profile_json(ops);
+  j["machine"]["recheck"] = 7;
+  expect_refused(j, "machine.recheck must be an object");
+  j["machine"]["recheck"] = {{"left", "many"}};
+  expect_refused(j, "machine.recheck.left must be a number");
   try {
     parse_profile("{not json", "broken.json");
     ADD_FAILURE() << "accepted broken JSON";
