@@ -142,11 +142,12 @@ struct MachineProfile {
   double skew_cold_fraction(double rows, double segment_s) const;
 };
 
-// Reads a profile; sy::Error naming the file and key when malformed (wrong format or version, a missing
-// key, a point of the wrong length, a time not finite and positive).
 // More points than this left over by the recheck: plan says the profile looks timed on a busy host (r18's busy
 // 1-rank profile had 196 before any recheck; the H200 host's quiet ones 2-19; docs/perf-notes.md item 55).
 inline constexpr int kBusyProfilePoints = 30;
+
+// Reads a profile; sy::Error naming the file and key when malformed (wrong format or version, a missing
+// key, a point of the wrong length, a time not finite and positive).
 MachineProfile load_profile(const std::filesystem::path& path);
 MachineProfile parse_profile(const std::string& text, const std::string& source);
 
