@@ -376,6 +376,18 @@ double touched(double local_experts, double k, double e_all, double tokens) {
   return local_experts * (1.0 - std::pow(1.0 - k / e_all, tokens));
 }
 
+// The distinct experts of a call of `p` pairs when the busiest rank averages `pairs` pairs on `touched` distinct
+// experts: its share of them in proportion (the mean over the two calls the rank's pairs are split into stays
+// `touched`), at least one for a call with pairs and at most the call's pairs and the rank's experts. One token's
+// pairs go to distinct experts, so at batch 1 a call of 3 pairs touches 3 (it was priced at the rank's mean,
+// 2.04 on the medium config's ep4, and a 2-pair call of the bundled model's ep4 at 1.14: two rows on one expert,
+// the BLAS product of several rows, 6 times the single row's time; docs/perf-notes.md item 56).
+double touched_of_pairs(double p, double pairs, double touched, int64_t local_experts) {
+  if (p <= 0) return 0;
+  const double per_pair = pairs > 0 ? std::min(1.0, touched / pairs) : 1.0;
+  return std::clamp(p * per_pair, 1.0, std::max(1.0, std::min(p, d(local_experts))));
+}
+
 // The expected largest of n independent standard normals, ∫ x · n φ(x) Φ(x)^(n−1) dx by the midpoint rule
 // (0.5642 = 1/√π for n = 2, 1.0294 for 4, 1.4236 for 8, 2.3437 for 64); each n computed once.
 double expected_max_normal(int n) {
@@ -509,8 +521,8 @@ void moe_ops(Ops& o, const ModelDesc& s, const ParallelSizes& z, const RankStep&
   const double busy_touched = std::max(touched(d(local_e), d(K), d(m.n_experts), replica_tokens), load.touched);
   const double lo = std::floor(load.pairs), frac = load.pairs - lo;
   const auto lo_pairs = static_cast<int64_t>(lo);
-  o.moe(experts, lo_pairs, 1, local_e, H, li, std::min(lo, busy_touched), 1.0 - frac);
-  o.moe(experts, lo_pairs + 1, 1, local_e, H, li, std::min(lo + 1, busy_touched), frac);
+  o.moe(experts, lo_pairs, 1, local_e, H, li, touched_of_pairs(lo, load.pairs, busy_touched, local_e), 1.0 - frac);
+  o.moe(experts, lo_pairs + 1, 1, local_e, H, li, touched_of_pairs(lo + 1, load.pairs, busy_touched, local_e), frac);
   o.busy(share);
   o.collective("all_to_all_v", stage, stage, n_send * d(H) * 4);
   o.rows_op(combine, "scatter_add_rows", "rows", static_cast<int64_t>(n_send), {"dim"}, {H}, 12);

@@ -132,6 +132,40 @@ std::vector<std::pair<double, double>> series(const std::vector<std::pair<double
 // three to price a query: each within a factor of two in one dim.
 constexpr double kNeighbourDistance = 0.7;
 
+// A CPU backend runs each routed expert's rows as one product (backend/grouped_moe.cpp): a single row as a
+// matrix-vector product, several rows as a matrix product, which OpenBLAS does several times slower at a few rows
+// (kernels/cpu/ops.cpp linear). Whether a point of a routed-experts table ("tokens", "top_k" and the outcome
+// "touched") gave every expert it touched one row decides which of the two it timed: r19's 4-rank profile timed
+// the bundled model's 2 experts at 12 µs for one token, 73 µs for two tokens that its random routing put on one
+// expert, 24 µs where it put them on two. A query whose pairs each have an expert of their own (batch 1: a token's
+// pairs go to distinct experts) is priced from the points of one row an expert where the shape has any, and the
+// others from the rest (docs/perf-notes.md item 56). Other tables: every point.
+class ExpertRows {
+ public:
+  explicit ExpertRows(const OpTable& t)
+      : tokens_(t.dim("tokens")), top_k_(t.dim("top_k")), touched_(t.dim("touched")) {}
+  // As many experts touched as pairs. A point of 32 pairs on 26 experts ran 6 of them as products of several
+  // rows, and prices a query of several rows an expert (r15's pp8 at batch 64: 8 tokens a micro-batch).
+  bool one_row(const std::vector<double>& p) const {
+    if (tokens_ < 0 || top_k_ < 0 || touched_ < 0) return false;
+    const double pairs = p[static_cast<size_t>(tokens_)] * p[static_cast<size_t>(top_k_)];
+    return pairs <= p[static_cast<size_t>(touched_)] * (1 + 1e-9);
+  }
+  // The members whose kernel is the query's, or all of them when none is.
+  std::vector<size_t> same_kernel(const std::vector<size_t>& members, const std::vector<double>& q,
+                                  const OpTable& t) const {
+    if (tokens_ < 0 || top_k_ < 0 || touched_ < 0) return members;
+    std::vector<size_t> same;
+    for (const size_t i : members) {
+      if (one_row(t.points[i]) == one_row(q)) same.push_back(i);
+    }
+    return same.empty() ? members : same;
+  }
+
+ private:
+  int tokens_, top_k_, touched_;
+};
+
 // A point of a series: the varying dim's value, log(time / work) and log(work).
 struct SeriesPoint {
   double x, log_ratio, log_work;
@@ -291,18 +325,27 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
     return SeriesPoint{.x = x, .log_ratio = lg(p.back() * 1e-6 / w), .log_work = lg(w)};
   };
   const double w_q = work_seconds(work(DimView{&t.dims, q.data()}));
+  const ExpertRows rows_of{t};
   // The query's time from one shape's points.
   const auto from_shape = [&](const OpShape& nearest) {
     double log_r = 0;
+    const std::vector<size_t> members = noisy ? rows_of.same_kernel(nearest.members, q, t) : nearest.members;
     if (vi.size() == 1) {
       std::vector<SeriesPoint> rows;
-      for (const size_t i : nearest.members) {
+      for (const size_t i : members) {
         const auto& p = t.points[i];
         rows.push_back(point(p, p[static_cast<size_t>(vi[0])]));
       }
       const auto s = noisy ? capped_series(rows) : series_of(rows);
       const auto a = static_cast<size_t>(vi[0]);
       log_r = interp_log(s, q[a]);
+      const bool one_row = noisy && rows_of.one_row(q) && std::all_of(members.begin(), members.end(), [&](size_t i) {
+                             return rows_of.one_row(t.points[i]);
+                           });
+      if (q[a] > s.back().first && one_row) {
+        // Beyond the largest point of one row an expert: every further expert is another single-row product.
+        return std::exp(log_r) * w_q;
+      }
       if (q[a] > s.back().first) {
         // Beyond the largest timed point: that point's time, and the work past it at the better of its efficiency
         // and the profile's rates. What makes a small point slow (per-call overhead, an expert's few rows) does
@@ -319,7 +362,7 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
       const auto a = static_cast<size_t>(vi[0]), b = static_cast<size_t>(vi[1]);
       // Interpolate over a within each measured value of b, then over b.
       std::map<double, std::vector<SeriesPoint>> by_b;
-      for (const size_t i : nearest.members) {
+      for (const size_t i : members) {
         const auto& p = t.points[i];
         by_b[p[b]].push_back(point(p, p[a]));
       }
