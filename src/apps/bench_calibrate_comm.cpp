@@ -31,9 +31,12 @@ std::vector<int> group_sizes(int world) {
   return sizes;
 }
 
+// From 256 bytes: a small model's batch-1 collectives move 1-4 KB and the expert dispatch's counts a few bytes, where
+// the 4 KB point is not all latency yet (r19's 4-rank all-reduce: 8.9 µs at 4 KB, 17.0 at 16 KB; docs/perf-notes.md
+// item 57).
 std::vector<int64_t> byte_sizes(bool quick) {
   std::vector<int64_t> v;
-  for (int64_t b = 4096; b <= (quick ? int64_t{64} << 10 : int64_t{64} << 20); b *= 4) v.push_back(b);
+  for (int64_t b = 256; b <= (quick ? int64_t{64} << 10 : int64_t{64} << 20); b *= 4) v.push_back(b);
   return v;
 }
 

@@ -539,6 +539,15 @@ double MachineProfile::collective_seconds(const std::string& kind, int ranks, do
   const double b = std::max(bytes, 1.0);
   double us = std::exp(interp_log(s, b));
   if (b > s.back().first) us = std::exp(s.back().second) * b / s.back().first;  // bandwidth-bound beyond
+  if (b < s.front().first && s.size() >= 2) {
+    // Below the smallest size timed (256 B; 4 KB in profiles before item 57): a latency and a rate through the two
+    // smallest points, where they give a positive latency; else that point's time. The two smallest need not be all
+    // latency on CPU ranks: r19's 4-rank all-reduce took 8.9 µs at 4 KB and 17.0 at 16 KB, so 1 KB reads 6.9 µs,
+    // not 8.9 (docs/perf-notes.md item 57).
+    const double b0 = s[0].first, t0 = std::exp(s[0].second), b1 = s[1].first, t1 = std::exp(s[1].second);
+    const double per_byte = (t1 - t0) / (b1 - b0), latency = t0 - per_byte * b0;
+    if (per_byte > 0 && latency > 0) us = latency + per_byte * b;
+  }
   return us * 1e-6;
 }
 

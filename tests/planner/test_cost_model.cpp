@@ -338,9 +338,19 @@ TEST(Profile, CollectivesInterpolateAndExtrapolateByBandwidth) {
   EXPECT_DOUBLE_EQ(p.collective_seconds("all_reduce", 1, 1e6), 0.0);
   EXPECT_NEAR(p.collective_seconds("all_reduce", 2, std::sqrt(1e3 * 1e6)), std::sqrt(10.0 * 100.0) * 1e-6, 1e-12);
   EXPECT_NEAR(p.collective_seconds("all_reduce", 2, 4e6), 400e-6, 1e-12);
-  EXPECT_NEAR(p.collective_seconds("all_reduce", 2, 10), 10e-6, 1e-12);    // latency-bound below
+  // Below the smallest size: the latency and rate through the two smallest points, 10 µs at 1 kB and 100 µs at
+  // 1 MB (90 µs over 999 kB: a latency of 10 − 1 kB × 90/999000 µs/B).
+  const double per_byte = 90.0 / 999e3, latency = 10.0 - 1e3 * per_byte;
+  EXPECT_NEAR(p.collective_seconds("all_reduce", 2, 10), (latency + 10 * per_byte) * 1e-6, 1e-12);
   EXPECT_NEAR(p.collective_seconds("all_reduce", 4, 1e6), 100e-6, 1e-12);  // the nearest group measured
   EXPECT_THROW(p.collective_seconds("all_gather", 2, 1e3), Error);
+  // Where the two smallest give no positive latency (10 µs at 1 kB, 30 at 2 kB), or a falling time (noise), the
+  // smallest point's time: latency-bound below.
+  for (const double second : {30.0, 9.0}) {
+    const json c = {{"all_reduce", {{"dims", {"ranks", "bytes"}}, {"points", {{2, 1e3, 10.0}, {2, 2e3, second}}}}}};
+    const MachineProfile q = parse_profile(profile_json(ops, c).dump(), "q.json");
+    EXPECT_NEAR(q.collective_seconds("all_reduce", 2, 10), 10e-6, 1e-12) << second;
+  }
 }
 
 // A profile without op tables times every op by its work: 2 µs plus bytes over 1e11 B/s (products at 1e18
