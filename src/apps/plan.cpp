@@ -42,6 +42,7 @@ struct PlanOptions {
   int64_t prefill_len = 0;
   std::vector<std::string> profiles;
   bool explain = false;
+  bool explain_prefill = false;
 };
 
 int64_t kv_dtype_bytes(const std::string& name) {
@@ -51,13 +52,19 @@ int64_t kv_dtype_bytes(const std::string& name) {
   SY_FAIL("--kv-dtype '{}' is not one of bf16, fp16, fp8, fp32", name);
 }
 
-// plan --explain: the decode step at --batch, op by op, as the cost model priced it; a step's time per row is
-// calls x one call x the pass's weight (how much of the stage's time is the hot or the cold pricing).
-std::string format_explain(const PlanTarget& t, const CostExplanation& e) {
+// plan --explain: the decode step at --batch, op by op, as the cost model priced it (--explain-prefill: the first
+// chunk of the prefill); a step's time per row is calls x one call x the pass's weight (how much of the stage's
+// time is the hot or the cold pricing).
+std::string format_explain(const PlanTarget& t, const CostExplanation& e, bool prefill) {
+  const int64_t len = t.prefill_len > 0 ? t.prefill_len : t.decode_context;
+  const std::string what = prefill
+                               ? fmt::format("first prefill chunk of {} prompts of {} tokens ({} at most a chunk)",
+                                             t.decode_batch, len, t.memory.max_batch_tokens)
+                               : fmt::format("decode step at batch {}, context {}", t.decode_batch, t.decode_context);
   std::string out = fmt::format(
-      "\ndecode step at batch {}, context {}, op by op (the busiest rank of each stage; weight: the share of the "
-      "stage's time its hot or cold pricing carries; ms: calls x one call x weight):\n",
-      t.decode_batch, t.decode_context);
+      "\n{}, op by op (the busiest rank of each stage; weight: the share of the stage's time its hot or cold "
+      "pricing carries; ms: calls x one call x weight):\n",
+      what);
   out += fmt::format("{:>5}  {:<5} {:>6}  {:<13} {:<22} {:<40} {:>5} {:>8} {:>10} {:>9}  {}\n", "stage", "pass",
                      "weight", "phase", "op", "table", "share", "calls", "us a call", "ms", "dims");
   std::array<double, kCostPhaseCount> phases{};
@@ -123,7 +130,8 @@ int run_plan(const PlanOptions& o) {
   target.prefill_len = o.prefill_len;
   for (const std::string& p : o.profiles) target.profiles.push_back(load_profile(p));
 
-  SY_CHECK(!o.explain || o.layout.any_layout_flag(),
+  SY_CHECK(!(o.explain && o.explain_prefill), "--explain and --explain-prefill each explain one step: give one");
+  SY_CHECK(!(o.explain || o.explain_prefill) || o.layout.any_layout_flag(),
            "--explain prices one layout op by op: give it with its flags (--tp, --ep, --pp, --dp, ...), e.g. "
            "plan --model {} --tp 1 --explain",
            o.model);
@@ -141,9 +149,10 @@ int run_plan(const PlanOptions& o) {
   const LayoutCheck check = check_layout_with_alternatives(target, o.layout.request());
   if (o.json) {
     std::string out = layout_json(target, check) + "\n";
-    if (o.explain && check.valid()) {
+    if ((o.explain || o.explain_prefill) && check.valid()) {
       nlohmann::json j = nlohmann::json::parse(out);
-      j["explain"] = explain_json(explain_layout(target, check).rows);
+      j[o.explain_prefill ? "explain_prefill" : "explain"] =
+          explain_json(explain_layout(target, check, o.explain_prefill).rows);
       out = j.dump(2) + "\n";
     }
     std::fwrite(out.data(), 1, out.size(), stdout);
@@ -151,7 +160,9 @@ int run_plan(const PlanOptions& o) {
   }
   SY_CHECK(check.valid(), "{}", format_issues(target, check));
   std::string out = format_layout(target, check);
-  if (o.explain) out += format_explain(target, explain_layout(target, check));
+  if (o.explain || o.explain_prefill) {
+    out += format_explain(target, explain_layout(target, check, o.explain_prefill), o.explain_prefill);
+  }
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
@@ -321,6 +332,8 @@ CommandMain add_plan_command(CLI::App& app) {
   cmd->add_flag("--explain", o->explain,
                 "with a layout: the decode step at --batch op by op (the table each op is timed from, its dims, "
                 "calls and time)");
+  cmd->add_flag("--explain-prefill", o->explain_prefill,
+                "with a layout: the first chunk of the prefill of --batch prompts of --prefill-len tokens, op by op");
   cmd->add_flag("--config-only", o->config_only, "size the weights from config.json even if safetensors are present");
   cmd->add_flag("--all-dense-tp", o->all_dense_tp, "also list dense_tp sizes other than tp");
   cmd->add_option("--max-batch-tokens", o->max_batch_tokens, "tokens of the largest forward pass per dp replica")

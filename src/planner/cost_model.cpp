@@ -34,6 +34,11 @@ double d(int64_t v) { return static_cast<double>(v); }
 struct Works {
   double wb = 2;
   double kvb = 2;
+  // The CPU kernels (kernels/cpu/ops.cpp paged_attention, mla_ops.cpp) take each query head's dot products over
+  // its keys in turn: their time follows query heads × keys, not the kv heads' bytes. Between shapes of other
+  // head counts a lookup scales by these reads (OpWork::reads): 4 query heads on 2 kv heads took 12.7 µs over 128
+  // keys where 4 on 1 took 12.6 and 8 on 2 took 23.4 (r19's 1-rank profile, part g).
+  bool reads_per_head = false;
 
   OpWork linear(const DimView& v, double w_bytes) const {
     const double m = v["m"], n = v["n"], k = v["k"];
@@ -47,13 +52,15 @@ struct Works {
     const double s = v["seqs"], q = v["q_len"], c = v["context"], hd = v["head_dim"];
     const double pairs = q * c - q * (q - 1) / 2;  // causal: query i sees c - q + i + 1 keys
     return {.bytes = s * c * v["kv_heads"] * hd * 2 * kvb + 8 * s * q * v["n_heads"] * hd,
-            .flops = 4 * s * v["n_heads"] * hd * pairs};
+            .flops = 4 * s * v["n_heads"] * hd * pairs,
+            .reads = reads_per_head ? s * pairs * v["n_heads"] * hd * 2 * kvb : 0};
   }
   OpWork mla_attention(const DimView& v) const {
     const double s = v["seqs"], q = v["q_len"], c = v["context"], l = v["kv_lora_rank"], r = v["rope_dim"];
     const double pairs = q * c - q * (q - 1) / 2;
     return {.bytes = s * c * (l + r) * kvb + 8 * s * q * v["n_heads"] * (l + r),
-            .flops = 2 * s * v["n_heads"] * pairs * (2 * l + r)};
+            .flops = 2 * s * v["n_heads"] * pairs * (2 * l + r),
+            .reads = reads_per_head ? s * pairs * v["n_heads"] * (l + r) * kvb : 0};
   }
 };
 
@@ -107,8 +114,12 @@ void trace_wait(const std::string& op, const std::string& table, const std::stri
 }
 
 // The table an op is timed from: in a step beyond the caches (a streaming floor set) its "_cold" table (timed
-// reading its weights from memory, bench calibrate's linear_cold and moe_experts_cold) when that holds a point
-// of at least the query's rows (vary's first dim), else its own (timed hot).
+// reading its weights from memory, bench calibrate's linear_cold, moe_experts_cold and paged_attention_cold) when
+// that holds a point of at least the query's rows (vary's first dim) and, where it has a q_len dim, of the query's
+// tokens a sequence; else its own (timed hot). paged_attention_cold is timed at decode's one token a sequence: a
+// prefill's 128 queries a sequence priced from those points took the medium config's attention at 1 rank from
+// its 0.49 ms hot point to 3.6 ms a layer once the lookups scaled by query heads × keys (docs/perf-notes.md
+// item 58).
 std::string timed_op(const MachineProfile& p, const std::string& op, const DimView& q,
                      const std::vector<std::string>& vary, const Busy& busy) {
   if (busy.stream <= 0 || vary.empty()) return op;
@@ -116,7 +127,9 @@ std::string timed_op(const MachineProfile& p, const std::string& op, const DimVi
   if (it == p.ops.end()) return op;
   const int rows = it->second.dim(vary.front());
   if (rows < 0) return op;
+  const int q_len = it->second.dim("q_len");
   for (const auto& pt : it->second.points) {
+    if (q_len >= 0 && pt[static_cast<size_t>(q_len)] != q["q_len"]) continue;
     if (pt[static_cast<size_t>(rows)] >= q[vary.front()]) return it->first;
   }
   return op;
@@ -159,6 +172,7 @@ class Ops {
   Ops(const MachineProfile& p, const Cluster& c, double kvb, bool stream = false) : p_(p), c_(c), stream_(stream) {
     w_.wb = p.weight_bytes;
     w_.kvb = kvb;
+    w_.reads_per_head = p.device == "cpu";
     busy(1);
   }
   // The share of the profile's ranks running the ops that follow at once (Busy).
@@ -796,6 +810,22 @@ CostExplanation explain_decode(const CostInputs& in, int64_t batch, int64_t cont
   t_trace = {.rows = &out.rows};
   try {
     out.step = predict(in, batch, 1, context, true);
+  } catch (...) {
+    t_trace = {};
+    throw;
+  }
+  t_trace = {};
+  return out;
+}
+
+CostExplanation explain_prefill_chunk(const CostInputs& in, int64_t batch, int64_t len) {
+  const int64_t per_chunk = std::max<int64_t>(1, in.max_batch_tokens / std::max<int64_t>(len, 1));
+  const bool whole = len <= in.max_batch_tokens;
+  CostExplanation out;
+  t_trace = {.rows = &out.rows};
+  try {
+    out.step = whole ? predict(in, std::min(per_chunk, batch), len, len, false)
+                     : predict(in, 1, in.max_batch_tokens, in.max_batch_tokens, false);
   } catch (...) {
     t_trace = {};
     throw;

@@ -79,6 +79,9 @@ struct CostExplanation {
   std::vector<CostTraceRow> rows;
 };
 CostExplanation explain_decode(const CostInputs& in, int64_t batch, int64_t context);
+// The first chunk predict_prefill prices for `batch` prompts of `len` tokens (as many whole prompts as
+// max_batch_tokens holds, else the prompt's first max_batch_tokens), op by op; step: that chunk.
+CostExplanation explain_prefill_chunk(const CostInputs& in, int64_t batch, int64_t len);
 
 // A profile of default efficiencies from a machine preset: copies at 80% of the memory bandwidth, products at
 // 60% of the bf16 rate, 4 µs to launch an op, 10 µs to launch a graph; no op tables (every op by its work).

@@ -157,10 +157,12 @@ CostInputs cost_inputs(const PlanTarget& t, const LayoutCheck& c, const MachineP
 
 }  // namespace
 
-CostExplanation explain_layout(const PlanTarget& t, const LayoutCheck& c) {
+CostExplanation explain_layout(const PlanTarget& t, const LayoutCheck& c, bool prefill) {
   const MachineProfile* best = nearest_profile(t, c.sizes.world_size());
   const MachineProfile preset = best == nullptr ? preset_profile(t.cluster.machine) : MachineProfile{};
-  return explain_decode(cost_inputs(t, c, best != nullptr ? *best : preset), t.decode_batch, t.decode_context);
+  const CostInputs in = cost_inputs(t, c, best != nullptr ? *best : preset);
+  if (prefill) return explain_prefill_chunk(in, t.decode_batch, t.prefill_len > 0 ? t.prefill_len : t.decode_context);
+  return explain_decode(in, t.decode_batch, t.decode_context);
 }
 
 LayoutPrediction predict_layout(const PlanTarget& t, const LayoutCheck& c) {

@@ -86,8 +86,9 @@ LayoutCheck check_layout_with_alternatives(const PlanTarget& target, const Layou
 
 // The predictions for a layout whose rules pass (stage_layers known).
 LayoutPrediction predict_layout(const PlanTarget& target, const LayoutCheck& check);
-// The decode step at the target's batch, op by op, as predict_layout prices it (plan --explain).
-CostExplanation explain_layout(const PlanTarget& target, const LayoutCheck& check);
+// The decode step at the target's batch, op by op, as predict_layout prices it (plan --explain); prefill: the first
+// chunk of its prefill of that many prompts instead (plan --explain-prefill).
+CostExplanation explain_layout(const PlanTarget& target, const LayoutCheck& check, bool prefill = false);
 
 struct PlanEntry {
   LayoutCheck check;

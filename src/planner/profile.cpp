@@ -263,6 +263,10 @@ double MachineProfile::work_seconds(const OpWork& w) const {
   return fixed_seconds(device) + std::max(w.bytes / bytes_rate, w.flops / matrix_flops_per_s);
 }
 
+double MachineProfile::scaling_seconds(const OpWork& w) const {
+  return work_seconds({.bytes = std::max(w.bytes, w.reads), .flops = w.flops});
+}
+
 double DimView::operator[](std::string_view name) const {
   for (size_t i = 0; i < names->size(); ++i) {
     if ((*names)[i] == name) return values[i];
@@ -321,10 +325,10 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
   const bool noisy = device == "cpu";
   // Each point of a shape as log(measured time / predicted work), over the varying dims.
   const auto point = [&](const std::vector<double>& p, double x) {
-    const double w = work_seconds(work(DimView{&t.dims, p.data()}));
+    const double w = scaling_seconds(work(DimView{&t.dims, p.data()}));
     return SeriesPoint{.x = x, .log_ratio = lg(p.back() * 1e-6 / w), .log_work = lg(w)};
   };
-  const double w_q = work_seconds(work(DimView{&t.dims, q.data()}));
+  const double w_q = scaling_seconds(work(DimView{&t.dims, q.data()}));
   const ExpertRows rows_of{t};
   // The query's time from one shape's points.
   const auto from_shape = [&](const OpShape& nearest) {
@@ -353,7 +357,7 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
         // ms a layer where they ran in 38 (the 32-row point's ratio 3.5 times the compute past it).
         std::vector<double> at = q;
         at[a] = s.back().first;
-        const double w_last = work_seconds(work(DimView{&t.dims, at.data()}));
+        const double w_last = scaling_seconds(work(DimView{&t.dims, at.data()}));
         const double r = std::exp(log_r);
         return r * w_last + std::min(r, 1.0) * std::max(0.0, w_q - w_last);
       }

@@ -58,6 +58,10 @@ struct DimView {
 struct OpWork {
   double bytes = 0;
   double flops = 0;
+  // Bytes the op's loops read, where they read some more than once (a CPU attention kernel walks its kv head's
+  // cached rows once for each query head of the group, from the caches): lookups scale between shapes by these in
+  // place of `bytes` when larger. `bytes` stays what comes from memory (the streaming floor, the cache's share).
+  double reads = 0;
 };
 using WorkFn = std::function<OpWork(const DimView& dims)>;
 
@@ -126,6 +130,8 @@ struct MachineProfile {
   // The time of a call as the analytic work predicts it: a fixed cost plus the larger of bytes over the
   // copy rate and FLOPs over the matrix rate.
   double work_seconds(const OpWork& w) const;
+  // work_seconds with the op's reads in place of its bytes where larger: the measure op_seconds scales by.
+  double scaling_seconds(const OpWork& w) const;
   // How far a step whose ranks each re-read `rank_bytes` of weights and caches a step has come from its ops' hot
   // timings (0) to their timings beyond the caches (1): the cache curve at that many bytes (log-linear between
   // pools; 0 below the first, 1 past the last), between rank 0 alone and every rank by `share` (Busy). Requires

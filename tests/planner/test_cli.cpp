@@ -157,6 +157,32 @@ TEST(PlanCli, ExplainListsTheStepsOps) {
   EXPECT_NEAR(attention, want, 1e-6 * want) << j.out.substr(0, 2000);
 }
 
+// --explain-prefill: the prefill's first chunk op by op. Four prompts of 512 tokens fill one chunk of 2,048, so the
+// rows' attention adds up to the whole prefill's; --explain with it is refused.
+TEST(PlanCli, ExplainPrefillListsTheFirstChunksOps) {
+  const std::string base = "plan --model " + config("qwen3_30b_a3b") +
+                           " --machine h200 --gpus 1 --tp 1 --batch 4 --prefill-len 512 --max-batch-tokens 2048";
+  const auto r = run(base + " --explain-prefill");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("first prefill chunk of 4 prompts of 512 tokens (2048 at most a chunk), op by op"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("q_len=512 context=512"), std::string::npos) << r.out;
+  const auto j = run(base + " --explain-prefill --json", false);
+  ASSERT_EQ(j.code, 0) << j.out;
+  const nlohmann::json doc = nlohmann::json::parse(j.out);
+  double attention = 0;
+  for (const auto& row : doc.at("explain_prefill")) {
+    if (row.at("phase") == "attention") attention += row.at("ms").get<double>();
+  }
+  const double want = doc.at("layout").at("predicted").at("prefill").at("phase_ms").at("attention").get<double>();
+  EXPECT_GT(attention, 0);
+  EXPECT_NEAR(attention, want, 1e-6 * want) << j.out.substr(0, 2000);
+  const auto both = run(base + " --explain --explain-prefill");
+  EXPECT_EQ(both.code, 2) << both.out;
+  EXPECT_NE(both.out.find("--explain and --explain-prefill each explain one step"), std::string::npos) << both.out;
+}
+
 TEST(InspectCli, ConfigAndCheckpoint) {
   const auto r = run("inspect --model " + config("mixtral_8x7b"));
   EXPECT_EQ(r.code, 0) << r.out;
