@@ -116,6 +116,9 @@ struct BatchResult {
   int64_t warmup_tokens = 0, timed_prefill_tokens = 0;  // tokens the engine ran in the untimed and the timed passes
   double decode_step_ms = 0, eager_step_ms = 0, decode_tok_s = 0, decode_floor_ms = 0, decode_floor_bytes = 0;
   double decode_context = 0;  // tokens a sequence holds, mean over the decode steps (all B run in each)
+  // Each decode step's wall time in order (rank 0's): the profiled (eager) steps, then the timed ones, whose median
+  // is decode_step_ms. A run whose steps still speed up after the first ones shows it here.
+  std::vector<double> eager_steps_ms, steps_ms;
   // Distinct experts a decode step read per MoE layer: counted from the profiled steps' routing (empty
   // where not counted: under a layout rank 0 routes only its share), and as uniform routing expects.
   double experts_counted = 0, experts_uniform = 0, decode_floor_bytes_uniform = 0;
@@ -292,6 +295,8 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   comm_trace::enable(false);
   for (int64_t id : ids) engine.abort(id);
   SY_CHECK(!eager_ms.empty(), "no decode steps ran; use --output-len of at least 2");
+  r.eager_steps_ms = eager_ms;
+  r.steps_ms = step_ms;
   r.decode_step_ms = median(step_ms.empty() ? eager_ms : step_ms);
   r.eager_step_ms = median(eager_ms);
   r.decode_tok_s = static_cast<double>(B) / (r.decode_step_ms * 1e-3);
@@ -487,6 +492,8 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
         {"prefill_pct_of_limit", prefill_pct},
         {"decode_step_ms", r.decode_step_ms},
         {"decode_eager_step_ms", r.eager_step_ms},
+        {"decode_eager_steps_ms", r.eager_steps_ms},
+        {"decode_steps_ms", r.steps_ms},
         {"decode_tok_s", r.decode_tok_s},
         {"decode_floor_ms", r.decode_floor_ms},
         {"decode_floor_bytes", r.decode_floor_bytes},

@@ -64,6 +64,32 @@ TEST(BenchLatency, OneRankPrintsOneTableWithNoCommunication) {
   fs::remove(json);
 }
 
+// The JSON keeps each decode step's wall time in order: 9 steps at 10 output tokens (the first token comes with the
+// prefill), the first 6 profiled, the other 3 timed; the step time is the timed steps' median, the eager figure
+// the profiled steps' (the upper of the middle two).
+TEST(BenchLatency, JsonKeepsEachDecodeStepInOrder) {
+  const fs::path json = fs::temp_directory_path() / "sy_bench_latency_steps.json";
+  const auto r = test::run_switchyard("bench latency --model " + qwen3() +
+                                      " --batch 1 --input-len 3 --output-len 10 --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = test::read_json(json);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  const auto& res = j["results"].at(0);
+  const auto eager = res["decode_eager_steps_ms"].get<std::vector<double>>();
+  const auto steps = res["decode_steps_ms"].get<std::vector<double>>();
+  ASSERT_EQ(eager.size(), 6u) << res.dump(1);
+  ASSERT_EQ(steps.size(), 3u) << res.dump(1);
+  const auto median = [](std::vector<double> v) {  // the upper median of an even count, as bench latency takes it
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  for (const double ms : eager) EXPECT_GT(ms, 0.0);
+  for (const double ms : steps) EXPECT_GT(ms, 0.0);
+  EXPECT_DOUBLE_EQ(res["decode_step_ms"].get<double>(), median(steps)) << res.dump(1);
+  EXPECT_DOUBLE_EQ(res["decode_eager_step_ms"].get<double>(), median(eager)) << res.dump(1);
+  fs::remove(json);
+}
+
 // Group-limited sigmoid routing (DeepSeek-V3 fixture: 16 experts, top 4, 2 of 4 groups, MoE in layers 1 and 2)
 // is counted too: 4 distinct experts at batch 1, at most min(16, 4B) at batch B, and the uniform figure
 // follows the formula.
@@ -161,6 +187,17 @@ TEST(BenchLatency, DecodeOnlyTimesTheSameDecodeStepsWithoutPrefill) {
     EXPECT_EQ(d["decode_floor_bytes_uniform"].get<double>(), f["decode_floor_bytes_uniform"].get<double>());
     EXPECT_GT(d["decode_step_ms"].get<double>(), 0.0) << d.dump(1);
     EXPECT_GT(d["decode_phase_ms"]["attention"].get<double>(), 0.0) << d.dump(1);
+    // Each decode step in order: 5 of them (6 tokens, the first from the prefill), all profiled (the first 6 are);
+    // with no timed step left the step time is the profiled steps' median.
+    for (const auto* run : {&f, &d}) {
+      const auto eager = (*run)["decode_eager_steps_ms"].get<std::vector<double>>();
+      ASSERT_EQ(eager.size(), 5u) << run->dump(1);
+      EXPECT_TRUE((*run)["decode_steps_ms"].empty()) << run->dump(1);
+      std::vector<double> sorted = eager;
+      std::sort(sorted.begin(), sorted.end());
+      EXPECT_DOUBLE_EQ((*run)["decode_step_ms"].get<double>(), sorted[2]) << run->dump(1);
+      EXPECT_DOUBLE_EQ((*run)["decode_eager_step_ms"].get<double>(), sorted[2]) << run->dump(1);
+    }
     EXPECT_GT(f["prefill_ms"].get<double>(), 0.0) << f.dump(1);
     for (const auto& [key, value] : d.items()) {
       if (key.starts_with("prefill_")) {
