@@ -178,6 +178,25 @@ def phase_table(c):
                      "prefill meas ms"], rows)
 
 
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if v else None
+
+
+def steps_row(c):
+    """A case's decode steps over time (bench latency's decode_eager_steps_ms, decode_steps_ms: rank 0's, in
+    order): the profiled steps' median, the timed steps' first and second halves' medians, and the second half
+    against the profiled steps; None without them (runs before they were written)."""
+    meas = c.get("measured") or {}
+    eager, timed = meas.get("decode_eager_steps_ms"), meas.get("decode_steps_ms")
+    if not eager or not timed or len(timed) < 2:
+        return None
+    half = len(timed) // 2
+    first, second, e = median(timed[:half]), median(timed[half:]), median(eager)
+    return [c["model"], c["layout"], c["ranks"], c["batch"], fmt(e), fmt(first), fmt(second),
+            f"{second / e:.2f}" if e else "-"]
+
+
 def write_reports(out_dir, meta, runs, cases, ranks):
     if out_dir is None:
         return
@@ -202,6 +221,13 @@ def write_reports(out_dir, meta, runs, cases, ranks):
     for c in measured[:WORST_PHASE_CASES]:
         md += [f"### {case_name(c)}: decode {pct(c['error']['decode'])}, "
                f"prefill {pct(c['error']['prefill'])}", "", phase_table(c), ""]
+    steps = [r for r in (steps_row(c) for c in measured) if r]
+    if steps:
+        md += ["## Decode steps over time (rank 0's steps in order, of the run that gives the case's "
+               "decode figures)", ""]
+        md.append(md_table(["model", "layout", "W", "batch", "profiled steps ms", "timed, first half",
+                            "timed, second half", "second half / profiled"], steps))
+        md.append("")
     if ranks:
         md += ["## Rank agreement (decode tok/s; ties within 5 % measured)", ""]
         rows = [[r["model"], r["input_len"], r["batch"], " > ".join(r["by_measured"]),
