@@ -47,7 +47,12 @@ Examples (from the repository root):
 exit codes and stderr tails), table.md (markdown: per case, per phase for the worst cases, rank
 agreement), bench/ (bench latency's JSON) and logs/ (each command's output); both files are
 rewritten after every bench run, so a cut run leaves what finished. --merge rebuilds them from
-earlier results.json files without running anything. Standard library only.
+earlier results.json files without running anything. --explain adds explain/, plan's op-by-op
+pricing of each case outside its tolerance (`plan --explain` for a decode, `--explain-prefill` for a
+prefill), e.g. after a replan:
+    python3 bench/plan_accuracy.py --merge R/results.json --replan --switchyard build/switchyard \
+        --profile cpu-r1.json ... --out /tmp/pa-replan --explain
+Standard library only.
 """
 
 import argparse
@@ -365,6 +370,30 @@ def parse_list(text, cast=str):
     return [cast(x) for x in text.split(",") if x.strip()] if text else None
 
 
+def write_explanations(args, cases):
+    """--explain: for each measured case outside its tolerance, plan's op-by-op pricing of what is out (`plan
+    --explain` for the decode step, `--explain-prefill` for the prefill's first chunk) in OUT/explain/."""
+    sy = str(Path(args.switchyard).resolve())
+    out_dir = args.out / "explain"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for c in cases:
+        for phase in c.get("out_of_tolerance") or []:
+            flag = "--explain" if phase == "decode" else "--explain-prefill"
+            args.output_len = c["output_len"]
+            cmd = [a for a in plan_command(args, sy, c["model_dir"], c["device"], c["flags"].split(), c["batch"],
+                                           c["input_len"]) if a != "--json"] + [flag]
+            name = f"{c['model']}-in{c['input_len']}-{c['layout']}-b{c['batch']}-{phase}.txt"
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+                text = p.stdout + p.stderr
+            except (OSError, subprocess.TimeoutExpired) as e:
+                text = f"{e}\n"
+            (out_dir / name).write_text(" ".join(cmd) + "\n\n" + text)
+            written += 1
+    print(f"wrote {written} explanation(s) to {out_dir}")
+
+
 def replan(args, cases, runs, meta):
     """Runs plan again for each measured case of a merge (same model, layout, batch, context),
     with this run's binary and profiles, and puts its prediction in place of the stored one."""
@@ -621,6 +650,10 @@ def main():
                     help="run the plans (which cases are valid and fit), print the bench commands")
     ap.add_argument("--merge", nargs="+", type=Path, metavar="RESULTS_JSON",
                     help="rebuild table.md/results.json in --out from earlier results.json files")
+    ap.add_argument("--explain", action="store_true",
+                    help="with --out: write plan's op-by-op pricing (plan --explain, --explain-prefill) of each "
+                         "case outside its tolerance to OUT/explain/ (with --merge, needs --switchyard and the "
+                         "profiles the predictions came from)")
     ap.add_argument("--replan", action="store_true",
                     help="with --merge: predict every measured case again with --switchyard and "
                          "--profile (the measurements are kept), e.g. after a cost-model change")
@@ -664,6 +697,8 @@ def main():
         ranks = rank_agreement(cases)
         write_reports(args.out, meta, runs, cases, ranks)
         print_summary(cases, ranks, runs)
+        if args.explain and args.out:
+            write_explanations(args, cases)
         return 0
 
     if not args.set:
@@ -703,6 +738,8 @@ def main():
     print_summary(cases, ranks, runner.records)
     if args.out:
         print(f"wrote {args.out / 'results.json'} and {args.out / 'table.md'}")
+        if args.explain:
+            write_explanations(args, cases)
     return 0
 
 
