@@ -114,8 +114,8 @@ accuracy() {
   for p in "$@"; do [ -s "$OUT/$p.json" ] && prof+=(--profile "$OUT/$p.json"); done
   [ ${#prof[@]} -gt 0 ] || echo "no profile: plan's preset efficiencies"
   local budget=$(( $(left) - 15 )) merged=""
-  python3 bench/plan_accuracy.py --switchyard $B --set "$set" "${prof[@]}" --out "$OUT/$set" --budget "$budget" --explain \
-    ${MODELS:+--models "$MODELS"} ${LENS:+--input-len "$LENS"} ${LAYOUTS:+--layouts "$LAYOUTS"} \
+  python3 bench/plan_accuracy.py --switchyard $B --set "$set" "${prof[@]}" --out "$OUT/$set" --budget "$budget" \
+    --explain ${MODELS:+--models "$MODELS"} ${LENS:+--input-len "$LENS"} ${LAYOUTS:+--layouts "$LAYOUTS"} \
     ${BATCHES:+--batches "$BATCHES"} ${OUTPUT_LEN:+--output-len "$OUTPUT_LEN"} ${REPEATS:+--repeats "$REPEATS"} \
     > "$OUT/$set.txt" 2>&1
   echo "plan_accuracy $set rc=$? at ${SECONDS}s"
