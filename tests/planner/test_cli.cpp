@@ -158,7 +158,8 @@ TEST(PlanCli, ExplainListsTheStepsOps) {
 }
 
 // --explain-prefill: the prefill's first chunk op by op. Four prompts of 512 tokens fill one chunk of 2,048, so the
-// rows' attention adds up to the whole prefill's; --explain with it is refused.
+// rows' attention adds up to the whole prefill's; a longer prompt's first chunk is its first 2,048 tokens; --explain
+// with it is refused.
 TEST(PlanCli, ExplainPrefillListsTheFirstChunksOps) {
   const std::string base = "plan --model " + config("qwen3_30b_a3b") +
                            " --machine h200 --gpus 1 --tp 1 --batch 4 --prefill-len 512 --max-batch-tokens 2048";
@@ -178,6 +179,13 @@ TEST(PlanCli, ExplainPrefillListsTheFirstChunksOps) {
   const double want = doc.at("layout").at("predicted").at("prefill").at("phase_ms").at("attention").get<double>();
   EXPECT_GT(attention, 0);
   EXPECT_NEAR(attention, want, 1e-6 * want) << j.out.substr(0, 2000);
+  // A prompt longer than a chunk: its first 2,048 tokens, over their own keys.
+  const auto one = run("plan --model " + config("qwen3_30b_a3b") +
+                       " --machine h200 --gpus 1 --tp 1 --batch 1 --prefill-len 4096 --max-batch-tokens 2048"
+                       " --explain-prefill");
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_NE(one.out.find("first prefill chunk of 1 prompts of 4096 tokens"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("seqs=1 q_len=2048 context=2048"), std::string::npos) << one.out;
   const auto both = run(base + " --explain --explain-prefill");
   EXPECT_EQ(both.code, 2) << both.out;
   EXPECT_NE(both.out.find("--explain and --explain-prefill each explain one step"), std::string::npos) << both.out;
