@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <utility>
 
 #include "apps/bench_timing.h"
 #include "apps/commands.h"
@@ -295,8 +296,6 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   comm_trace::enable(false);
   for (int64_t id : ids) engine.abort(id);
   SY_CHECK(!eager_ms.empty(), "no decode steps ran; use --output-len of at least 2");
-  r.eager_steps_ms = eager_ms;
-  r.steps_ms = step_ms;
   r.decode_step_ms = median(step_ms.empty() ? eager_ms : step_ms);
   r.eager_step_ms = median(eager_ms);
   r.decode_tok_s = static_cast<double>(B) / (r.decode_step_ms * 1e-3);
@@ -338,6 +337,8 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
     f << trace.dump() << "\n";
     SY_CHECK(f.good(), "bench latency: cannot write the collective trace {}", path);
   }
+  r.eager_steps_ms = std::move(eager_ms);
+  r.steps_ms = std::move(step_ms);
   return r;
 }
 

@@ -805,11 +805,15 @@ StepPrediction predict_decode(const CostInputs& in, int64_t batch, int64_t conte
   return p;
 }
 
-CostExplanation explain_decode(const CostInputs& in, int64_t batch, int64_t context) {
+namespace {
+
+// `step` with its ops traced (t_trace) into the explanation's rows.
+template <typename Step>
+CostExplanation traced(const Step& step) {
   CostExplanation out;
   t_trace = {.rows = &out.rows};
   try {
-    out.step = predict(in, batch, 1, context, true);
+    out.step = step();
   } catch (...) {
     t_trace = {};
     throw;
@@ -818,25 +822,28 @@ CostExplanation explain_decode(const CostInputs& in, int64_t batch, int64_t cont
   return out;
 }
 
+// The whole prompts of `len` tokens a prefill chunk holds (bench latency's prefill); at least one, which a prompt
+// longer than max_batch_tokens fills in pieces.
+int64_t prompts_a_chunk(const CostInputs& in, int64_t len) {
+  return std::max<int64_t>(1, in.max_batch_tokens / std::max<int64_t>(len, 1));
+}
+
+}  // namespace
+
+CostExplanation explain_decode(const CostInputs& in, int64_t batch, int64_t context) {
+  return traced([&] { return predict(in, batch, 1, context, true); });
+}
+
 CostExplanation explain_prefill_chunk(const CostInputs& in, int64_t batch, int64_t len) {
-  const int64_t per_chunk = std::max<int64_t>(1, in.max_batch_tokens / std::max<int64_t>(len, 1));
-  const bool whole = len <= in.max_batch_tokens;
-  CostExplanation out;
-  t_trace = {.rows = &out.rows};
-  try {
-    out.step = whole ? predict(in, std::min(per_chunk, batch), len, len, false)
-                     : predict(in, 1, in.max_batch_tokens, in.max_batch_tokens, false);
-  } catch (...) {
-    t_trace = {};
-    throw;
-  }
-  t_trace = {};
-  return out;
+  return traced([&] {
+    return len <= in.max_batch_tokens ? predict(in, std::min(prompts_a_chunk(in, len), batch), len, len, false)
+                                      : predict(in, 1, in.max_batch_tokens, in.max_batch_tokens, false);
+  });
 }
 
 StepPrediction predict_prefill(const CostInputs& in, int64_t batch, int64_t len) {
   // Chunks of whole prompts where they fit (bench latency's prefill), else one prompt in pieces.
-  const int64_t per_chunk = std::max<int64_t>(1, in.max_batch_tokens / std::max<int64_t>(len, 1));
+  const int64_t per_chunk = prompts_a_chunk(in, len);
   StepPrediction total;
   total.batch = batch;
   total.context = len;
