@@ -145,19 +145,33 @@ double op_time(const MachineProfile& p, const std::string& op_in, const std::vec
   const OpWork w = work(q);
   *bytes += w.bytes;
   const std::string op = timed_op(p, op_in, q, vary, busy);
-  double s = p.has_op(op) ? p.op_seconds(op, q, vary, work) : p.work_seconds(w);
+  const auto priced = [&](const std::string& table) {
+    double t = p.has_op(table) ? p.op_seconds(table, q, vary, work) : p.work_seconds(w);
+    if (busy.share < 1 && p.has_op_alone(table)) {
+      const double a = p.op_seconds(table, q, vary, work, true);
+      t = a + busy.share * (t - a);
+    }
+    return t;
+  };
   const bool alone = busy.share < 1 && p.has_op_alone(op);
-  if (alone) {
-    const double a = p.op_seconds(op, q, vary, work, true);
-    s = a + busy.share * (s - a);
+  double s = priced(op);
+  // A cold point is the op reading its weights from memory: at most its hot time and those bytes at the streaming
+  // rate one after the other. A CPU profile's cold tables hold a few rows each (1, 4, 16, 64), each one timing, and
+  // one that caught the host busy priced the medium config's LM head at 64 rows at 41.9 ms where the engine took
+  // 20.2 and its hot 32-row point 18.5 (docs/perf-notes.md item 59).
+  bool capped = false;
+  if (op != op_in && p.has_op(op_in)) {
+    const double cap = priced(op_in) + w.bytes / busy.stream;
+    capped = s > cap;
+    s = std::min(s, cap);
   }
   const bool floor = busy.stream > 0 && w.bytes / busy.stream > s;
   if (floor) s = w.bytes / busy.stream;
   if (t_trace.rows != nullptr) {
-    trace_op(
-        op_in,
-        (p.has_op(op) ? op : "work") + std::string(alone ? " (alone-all)" : "") + (floor ? " (streaming floor)" : ""),
-        names, values, busy.share, s);
+    trace_op(op_in,
+             (p.has_op(op) ? op : "work") + std::string(alone ? " (alone-all)" : "") +
+                 (capped ? " (hot + stream cap)" : "") + (floor ? " (streaming floor)" : ""),
+             names, values, busy.share, s);
   }
   return s;
 }

@@ -106,7 +106,7 @@ PlanTarget cold_target(int64_t batch) {
   for (const int seqs : {1, 2}) {
     for (const int context : {128, 512}) {
       hot.push_back({seqs, 1, context, 32, 4, 128, 2.0 * seqs * context});
-      cold.push_back({seqs, 1, context, 32, 4, 128, 3.0 * seqs * context});
+      cold.push_back({seqs, 1, context, 32, 4, 128, 2.1 * seqs * context});
     }
     hot.push_back({seqs, 128, 128, 32, 4, 128, 500.0 * seqs});
   }
@@ -133,12 +133,13 @@ TEST(ColdAttention, APrefillsQueriesComeFromTheHotTableWhereTheColdOneHasNoneOfT
     ++cold_rows;
   }
   EXPECT_GT(cold_rows, 0);
-  // Decode's one token a sequence still comes from the cold table: 3 µs a key at 256 keys.
+  // Decode's one token a sequence still comes from the cold table: 2.1 µs a key at 256 keys (within the hot 2 µs
+  // and the KV at the streaming rate, 0.19 µs a key).
   int decode_rows = 0;
   for (const CostTraceRow& r : explain_layout(t, check).rows) {
     if (r.op != "paged_attention" || r.weight <= 0) continue;
     EXPECT_EQ(r.table, "paged_attention_cold") << r.query;
-    EXPECT_NEAR(r.seconds, 3.0 * 256 * 1e-6, 0.02 * 3.0 * 256 * 1e-6) << r.query;
+    EXPECT_NEAR(r.seconds, 2.1 * 256 * 1e-6, 0.02 * 2.1 * 256 * 1e-6) << r.query;
     ++decode_rows;
   }
   EXPECT_GT(decode_rows, 0);
