@@ -451,18 +451,34 @@ double stream_rate(const MachineProfile& p, const std::map<std::string, OpTable>
 
 // MachineProfile::cache_curve from a linear_pool table: each pool's time (the median of its rounds) as the
 // fraction of the way from the smallest pool's (the op's own weights) to the largest's, clamped to [0, 1] and made
-// non-decreasing (a pool never reads faster than a smaller one but for noise). No curve when the largest pool is
+// non-decreasing (a pool never reads faster than a smaller one but for noise). No curve when the largest pools are
 // less than kCurveSpan slower than the smallest: the probe did not see the caches (one CPU rank of 16 threads
 // splits the op's 1 MiB into 64 KiB a thread and times its overhead, 16 µs a call from 1 to 256 MiB, the curve
 // then a step at whichever pool the noise put highest; docs/perf-notes.md item 46), and the cost model goes by
-// bytes as without the table.
+// bytes as without the table. With six pools or more each end is the median of its three pools: r20's 1-rank
+// probe read 47.5-52.5 µs from 4 to 384 MB and 55.0 at 512 MB, and that one point passed a flat probe for a curve
+// that put the bundled model's 1-rank step a third of the way beyond the caches (docs/perf-notes.md item 60).
 constexpr double kCurveSpan = 0.1;
+constexpr size_t kCurveEnds = 3;
 
 std::vector<std::pair<double, double>> cache_curve(const std::map<std::string, OpTable>& tables) {
   std::vector<std::pair<double, double>> us = pool_times(tables);
   if (us.size() < 2) return {};
   const double lo = us.front().second, span = us.back().second - lo;
   if (!(span >= kCurveSpan * lo)) return {};
+  if (us.size() >= 2 * kCurveEnds) {
+    const auto middle = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    std::vector<double> first, last;
+    for (size_t i = 0; i < kCurveEnds; ++i) {
+      first.push_back(us[i].second);
+      last.push_back(us[us.size() - 1 - i].second);
+    }
+    const double from = middle(first);
+    if (!(middle(last) - from >= kCurveSpan * from)) return {};
+  }
   double f = 0;
   for (auto& [bytes, v] : us) {
     f = std::max(f, std::clamp((v - lo) / span, 0.0, 1.0));

@@ -560,6 +560,39 @@ TEST(CostModel, ACpuStageIsPricedAlongTheCacheCurve) {
   EXPECT_NEAR(a_half, (a_hot + a_full) / 2, 1e-9 * a_full);
 }
 
+// A flat probe with one slow largest pool is no curve: with six pools or more each end of the span is the median of
+// its three pools (r20's 1-rank probe: 47.5-52.5 µs from 4 to 384 MB, 55.0 at 512 MB). Eight pools at 10 ms but
+// the largest at 11.2 price the stage as without a curve (the 64 MB rule); the same pools rising to 15 and 20 ms
+// over the last three are a curve, which puts the stage between its hot and its cold pricing.
+TEST(CostModel, AFlatPoolProbeWithOneSlowPoolIsNoCacheCurve) {
+  json j = cpu_profile_json();
+  json hot = json::array(), cold = json::array();
+  hot.push_back({1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6});
+  for (double m : {1.0, 16.0, 256.0}) hot.push_back({m, 4096, 2048, 1.5 * f32_work(m, 4096, 2048) * 1e6});
+  for (double m : {1.0, 16.0}) cold.push_back({m, 4096, 2048, 3.0 * f32_work(m, 4096, 2048) * 1e6});
+  j["ops"] = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", hot}}},
+              {"linear_cold", {{"dims", {"m", "n", "k"}}, {"points", cold}}}};
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
+  t.decode_context = 16;
+  LayoutRequest one;
+  one.set(Axis::tp, 1);
+  const auto attention = [&](const std::vector<double>& pool_us) {
+    json k = j;
+    const std::vector<double> pools = {1, 2, 4, 8, 16, 32, std::ldexp(1.0, 39), std::ldexp(1.0, 40)};
+    json points = json::array();
+    for (size_t i = 0; i < pools.size(); ++i) points.push_back({1, 256, 1024, pools[i], pool_us[i]});
+    k["ops"]["linear_pool"] = {{"dims", {"m", "n", "k", "pool_mb"}}, {"points", points}};
+    t.profiles = {parse_profile(k.dump(), "cpu.json")};
+    return predict_layout(t, check_layout(t, one)).decode_one.phase_seconds[0];
+  };
+  t.profiles = {parse_profile(j.dump(), "cpu.json")};
+  const double a_rule = predict_layout(t, check_layout(t, one)).decode_one.phase_seconds[0];
+  const double a_blip = attention({1e4, 1e4, 1e4, 1e4, 1e4, 1e4, 1e4, 1.12e4});
+  EXPECT_DOUBLE_EQ(a_blip, a_rule);
+  const double a_rise = attention({1e4, 1e4, 1e4, 1e4, 1e4, 1.5e4, 1.5e4, 2e4});
+  EXPECT_LT(a_rise, 0.99 * a_rule);
+}
+
 // Beyond the caches decode attention is timed from paged_attention_cold (bench calibrate: each call reading the next
 // copy of the KV caches) where that holds the step's sequences: with every point of the hot table at 20× its work
 // and of the cold table at k× (k from 20.1 to 20.5, within the hot time plus the KV at the streaming rate), the
