@@ -156,8 +156,8 @@ double op_time(const MachineProfile& p, const std::string& op_in, const std::vec
   const bool alone = busy.share < 1 && p.has_op_alone(op);
   double s = priced(op);
   // A cold point is the op reading its weights from memory: at most its hot time and those bytes at the streaming
-  // rate one after the other. A CPU profile's cold tables hold a few rows each (1, 4, 16, 64), each one timing, and
-  // one that caught the host busy priced the medium config's LM head at 64 rows at 41.9 ms where the engine took
+  // rate one after the other. A CPU profile's cold tables hold a few rows a shape (1, 4, 16, 64), and a point above
+  // that caught the host busy: r20's priced the medium config's LM head at 64 rows at 41.9 ms where the engine took
   // 20.2 and its hot 32-row point 18.5 (docs/perf-notes.md item 59).
   bool capped = false;
   if (op != op_in && p.has_op(op_in)) {
