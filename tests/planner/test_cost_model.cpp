@@ -432,6 +432,30 @@ MachineProfile cpu_profile(bool streaming) {
   return parse_profile(j.dump(), "cpu.json");
 }
 
+// cpu_profile_json() whose (m, 4096, 2048) products ran at 1.5× their work from the caches and at `cold_times` ×
+// their work cold (linear_cold, at 1 and 16 rows) and, with `streaming`, one single-row product of 537 MB at twice
+// its work (5e10 B/s).
+json hot_and_cold_json(double cold_times, bool streaming = true) {
+  json j = cpu_profile_json();
+  json hot = json::array(), cold = json::array();
+  if (streaming) hot.push_back({1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6});
+  for (double m : {1.0, 16.0, 256.0}) hot.push_back({m, 4096, 2048, 1.5 * f32_work(m, 4096, 2048) * 1e6});
+  for (double m : {1.0, 16.0}) cold.push_back({m, 4096, 2048, cold_times * f32_work(m, 4096, 2048) * 1e6});
+  j["ops"] = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", hot}}},
+              {"linear_cold", {{"dims", {"m", "n", "k"}}, {"points", cold}}}};
+  return j;
+}
+
+// The attention phase of Qwen3-30B-A3B's decode step of one sequence at 16 tokens on one rank, by `profile`.
+double one_rank_attention(const json& profile) {
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
+  t.profiles = {parse_profile(profile.dump(), "cpu.json")};
+  t.decode_context = 16;
+  LayoutRequest one;
+  one.set(Axis::tp, 1);
+  return predict_layout(t, check_layout(t, one)).decode_one.phase_seconds[0];
+}
+
 TEST(CostModel, CpuStepsBeyondTheCachesStreamTheirWeights) {
   const MachineProfile cpu = cpu_profile(true);
   const double stream = 65536.0 * 2048 * 4 / (2.0 * f32_work(1, 65536, 2048));
@@ -458,14 +482,7 @@ TEST(CostModel, CpuStepsBeyondTheCachesStreamTheirWeights) {
 // row-wise ops add well under 2%). A batch of 32 rows per product is beyond the cold table's 16: the hot table and
 // the streaming floor as before, no cold rate.
 TEST(CostModel, CpuStepsBeyondTheCachesTakeTheColdTables) {
-  json j = cpu_profile_json();
-  json hot = json::array(), cold = json::array();
-  hot.push_back({1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6});
-  for (double m : {1.0, 16.0, 256.0}) hot.push_back({m, 4096, 2048, 1.5 * f32_work(m, 4096, 2048) * 1e6});
-  for (double m : {1.0, 16.0}) cold.push_back({m, 4096, 2048, 3.0 * f32_work(m, 4096, 2048) * 1e6});
-  j["ops"] = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", hot}}},
-              {"linear_cold", {{"dims", {"m", "n", "k"}}, {"points", cold}}}};
-  const MachineProfile with_cold = parse_profile(j.dump(), "cpu.json");
+  const MachineProfile with_cold = parse_profile(hot_and_cold_json(3.0).dump(), "cpu.json");
 
   PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
   t.decode_context = 16;
@@ -488,22 +505,7 @@ TEST(CostModel, CpuStepsBeyondTheCachesTakeTheColdTables) {
 // that caught the host busy): cold products at 30× and at 300× their work cost what the hot 1.5× and the 2× of the
 // streaming rate add up to, 3.5× their work.
 TEST(CostModel, ACpuColdPointCostsAtMostItsHotTimeAndItsBytesAtTheStreamingRate) {
-  json j = cpu_profile_json();
-  json hot = json::array();
-  hot.push_back({1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6});
-  for (double m : {1.0, 16.0, 256.0}) hot.push_back({m, 4096, 2048, 1.5 * f32_work(m, 4096, 2048) * 1e6});
-  const auto attention = [&](double cold_times_work) {
-    json cold = json::array();
-    for (double m : {1.0, 16.0}) cold.push_back({m, 4096, 2048, cold_times_work * f32_work(m, 4096, 2048) * 1e6});
-    j["ops"] = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", hot}}},
-                {"linear_cold", {{"dims", {"m", "n", "k"}}, {"points", cold}}}};
-    PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
-    t.profiles = {parse_profile(j.dump(), "cpu.json")};
-    t.decode_context = 16;
-    LayoutRequest one;
-    one.set(Axis::tp, 1);
-    return predict_layout(t, check_layout(t, one)).decode_one.phase_seconds[0];
-  };
+  const auto attention = [](double cold_times) { return one_rank_attention(hot_and_cold_json(cold_times)); };
   const double bytes = (4096.0 + 2 * 512 + 4096.0) * 2048 * 4 * 48;
   const double a30 = attention(30), a300 = attention(300);
   EXPECT_DOUBLE_EQ(a30, a300);
@@ -519,38 +521,22 @@ TEST(CostModel, ACpuColdPointCostsAtMostItsHotTimeAndItsBytesAtTheStreamingRate)
 // mean of the hot pricing and the cold one. A flat pool table (no curve) and a curve at 1 from 2 MiB price it as
 // the 64 MB rule with the streaming rate: the cold products, 3× their work (as
 // CpuStepsBeyondTheCachesTakeTheColdTables); a profile without a streaming rate prices it hot (1.5×).
-TEST(CostModel, ACpuStageIsPricedAlongTheCacheCurve) {
-  json j = cpu_profile_json();
-  json hot = json::array(), cold = json::array();
-  for (double m : {1.0, 16.0, 256.0}) hot.push_back({m, 4096, 2048, 1.5 * f32_work(m, 4096, 2048) * 1e6});
-  for (double m : {1.0, 16.0}) cold.push_back({m, 4096, 2048, 3.0 * f32_work(m, 4096, 2048) * 1e6});
-  j["ops"] = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", hot}}},
-              {"linear_cold", {{"dims", {"m", "n", "k"}}, {"points", cold}}}};
-  const MachineProfile no_stream = parse_profile(j.dump(), "cpu.json");
-  j["ops"]["linear"]["points"].push_back({1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6});
-  const MachineProfile rule = parse_profile(j.dump(), "cpu.json");
-  const auto with_pools = [&](const json& points) {
-    json k = j;
-    k["ops"]["linear_pool"] = {{"dims", {"m", "n", "k", "pool_mb"}}, {"points", points}};
-    return parse_profile(k.dump(), "cpu.json");
-  };
-  const double far = std::ldexp(1.0, 39), farther = std::ldexp(1.0, 40);
-  // The pools' product read slower than the streaming point (1 MiB in 10-20 ms), so the floor stays the point's.
-  const MachineProfile flat = with_pools({{1, 256, 1024, 1, 1e4}, {1, 256, 1024, farther, 1e4}});
-  const MachineProfile half = with_pools(
-      {{1, 256, 1024, 1, 1e4}, {1, 256, 1024, 2, 1.5e4}, {1, 256, 1024, far, 1.5e4}, {1, 256, 1024, farther, 2e4}});
-  const MachineProfile full = with_pools({{1, 256, 1024, 1, 1e4}, {1, 256, 1024, 2, 2e4}});
+// The attention phase of one_rank_attention by hot_and_cold_json(3.0) with a linear_pool table of `points`.
+double attention_with_pools(const json& points) {
+  json j = hot_and_cold_json(3.0);
+  j["ops"]["linear_pool"] = {{"dims", {"m", "n", "k", "pool_mb"}}, {"points", points}};
+  return one_rank_attention(j);
+}
 
-  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
-  t.decode_context = 16;
-  LayoutRequest one;
-  one.set(Axis::tp, 1);
-  const auto attention = [&](const MachineProfile& p) {
-    t.profiles = {p};
-    return predict_layout(t, check_layout(t, one)).decode_one.phase_seconds[0];
-  };
-  const double a_hot = attention(no_stream), a_rule = attention(rule);
-  const double a_flat = attention(flat), a_half = attention(half), a_full = attention(full);
+TEST(CostModel, ACpuStageIsPricedAlongTheCacheCurve) {
+  const double far = std::ldexp(1.0, 39), farther = std::ldexp(1.0, 40);
+  const double a_hot = one_rank_attention(hot_and_cold_json(3.0, false));
+  const double a_rule = one_rank_attention(hot_and_cold_json(3.0));
+  // The pools' product read slower than the streaming point (1 MiB in 10-20 ms), so the floor stays the point's.
+  const double a_flat = attention_with_pools({{1, 256, 1024, 1, 1e4}, {1, 256, 1024, farther, 1e4}});
+  const double a_half = attention_with_pools(
+      {{1, 256, 1024, 1, 1e4}, {1, 256, 1024, 2, 1.5e4}, {1, 256, 1024, far, 1.5e4}, {1, 256, 1024, farther, 2e4}});
+  const double a_full = attention_with_pools({{1, 256, 1024, 1, 1e4}, {1, 256, 1024, 2, 2e4}});
   EXPECT_DOUBLE_EQ(a_flat, a_rule);  // a flat curve: the probe did not see the caches, the rule by bytes
   EXPECT_DOUBLE_EQ(a_full, a_rule);
   const double bytes = (4096.0 + 2 * 512 + 4096.0) * 2048 * 4 * 48;
@@ -565,28 +551,13 @@ TEST(CostModel, ACpuStageIsPricedAlongTheCacheCurve) {
 // the largest at 11.2 price the stage as without a curve (the 64 MB rule); the same pools rising to 15 and 20 ms
 // over the last three are a curve, which puts the stage between its hot and its cold pricing.
 TEST(CostModel, AFlatPoolProbeWithOneSlowPoolIsNoCacheCurve) {
-  json j = cpu_profile_json();
-  json hot = json::array(), cold = json::array();
-  hot.push_back({1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6});
-  for (double m : {1.0, 16.0, 256.0}) hot.push_back({m, 4096, 2048, 1.5 * f32_work(m, 4096, 2048) * 1e6});
-  for (double m : {1.0, 16.0}) cold.push_back({m, 4096, 2048, 3.0 * f32_work(m, 4096, 2048) * 1e6});
-  j["ops"] = {{"linear", {{"dims", {"m", "n", "k"}}, {"points", hot}}},
-              {"linear_cold", {{"dims", {"m", "n", "k"}}, {"points", cold}}}};
-  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
-  t.decode_context = 16;
-  LayoutRequest one;
-  one.set(Axis::tp, 1);
-  const auto attention = [&](const std::vector<double>& pool_us) {
-    json k = j;
+  const auto attention = [](const std::vector<double>& pool_us) {
     const std::vector<double> pools = {1, 2, 4, 8, 16, 32, std::ldexp(1.0, 39), std::ldexp(1.0, 40)};
     json points = json::array();
     for (size_t i = 0; i < pools.size(); ++i) points.push_back({1, 256, 1024, pools[i], pool_us[i]});
-    k["ops"]["linear_pool"] = {{"dims", {"m", "n", "k", "pool_mb"}}, {"points", points}};
-    t.profiles = {parse_profile(k.dump(), "cpu.json")};
-    return predict_layout(t, check_layout(t, one)).decode_one.phase_seconds[0];
+    return attention_with_pools(points);
   };
-  t.profiles = {parse_profile(j.dump(), "cpu.json")};
-  const double a_rule = predict_layout(t, check_layout(t, one)).decode_one.phase_seconds[0];
+  const double a_rule = one_rank_attention(hot_and_cold_json(3.0));
   const double a_blip = attention({1e4, 1e4, 1e4, 1e4, 1e4, 1e4, 1e4, 1.12e4});
   EXPECT_DOUBLE_EQ(a_blip, a_rule);
   const double a_rise = attention({1e4, 1e4, 1e4, 1e4, 1e4, 1.5e4, 1.5e4, 2e4});
