@@ -18,10 +18,13 @@ latency starts itself under mpirun with OMP_NUM_THREADS = cores / W (leave OMP_N
 so that the calibration and the bench split the cores alike).
 
 --repeats N runs each layout's bench once in full (prefill and decode), then N - 1 rounds of
-`bench latency --decode-only` over every layout measured (each round in the reverse order of the
-one before), so that a case's runs fall at different points of the call and a slow minute of the
-machine does not land on one layout's runs alone; a case's decode figures are those of its median
-run, its prefill the full run's, and table.md lists the runs' range.
+`bench latency --prefill-max-batch 1` over every layout measured (each round in the reverse order
+of the one before), so that a case's runs fall at different points of the call and a slow minute of
+the machine does not land on one layout's runs alone. The later rounds time the decode steps at
+every batch and the prefill at batch 1 only, where its passes take a second or two
+(--repeat-prefill-max-batch; 0: `--decode-only`). A case's decode figures are those of its median
+run, its prefill figures those of its median prefill run (the full run's above that batch), and
+table.md lists the runs' range.
 
 Sets:
   one-gpu    device cuda, one GPU: qwen3-30b-a3b, mixtral-8x7b, kimi-k2-4layers (bench/configs)
@@ -434,9 +437,13 @@ def bench_run(args, runner, item, i, timeout):
     if args.repeats > 1:
         rep_json = json_path.with_name(f"{json_path.stem}.run{i}.json")
         cmd = [str(rep_json) if x == str(json_path) else str(x) for x in cmd]
-        if i > 0:
+        if i > 0 and args.repeat_prefill_max_batch > 0:
+            cmd += ["--prefill-max-batch", str(args.repeat_prefill_max_batch)]
+        elif i > 0:
             cmd.append("--decode-only")
-        label = f"{label} run {i + 1}/{args.repeats}" + (" (decode only)" if i > 0 else "")
+        label = f"{label} run {i + 1}/{args.repeats}" + (
+            "" if i == 0 else f" (prefill up to b{args.repeat_prefill_max_batch})" if args.repeat_prefill_max_batch
+            else " (decode only)")
     else:
         rep_json = json_path
     rec, out, err = runner.run("bench", cmd, timeout, label)
@@ -448,10 +455,17 @@ def bench_run(args, runner, item, i, timeout):
     item["runs_rows"].append((rec, (rows, meta, source)))
 
 
+def median_run(runs, key):
+    """The run whose `key` is the median of those that have it (the lower middle one of an even count)."""
+    timed = sorted((r for r in runs if r.get(key)), key=lambda r: r[key])
+    return timed[(len(timed) - 1) // 2] if timed else None
+
+
 def merged_rows(runs_rows):
-    """Per batch: the first run's figures (it alone times prefill) with the decode figures of the run whose
-    decode step is the median of all runs (the lower middle one of an even count), and every run's step in the
-    order they ran (the first the full run)."""
+    """Per batch: the first run's figures with the decode figures of the run whose decode step is the median of
+    all runs and the prefill figures of the run whose prefill is the median of the runs that timed it (the lower
+    middle one of an even count), and every run's step and prefill in the order they ran (the first the full
+    run; a run that did not time the prefill is left out of prefill_ms_runs)."""
     first, by_batch = {}, {}
     for n, (_, (rws, _, _)) in enumerate(runs_rows):
         for b, r in rws.items():
@@ -466,8 +480,13 @@ def merged_rows(runs_rows):
         for k, v in mid.items():
             if k.startswith("decode_"):
                 row[k] = v
+        pre = median_run(in_order, "prefill_ms")
+        for k, v in (pre or {}).items():
+            if k.startswith("prefill_"):
+                row[k] = v
         if len(runs_rows) > 1:
             row["decode_step_ms_runs"] = [r.get("decode_step_ms") for r in in_order]
+            row["prefill_ms_runs"] = [r["prefill_ms"] for r in in_order if r.get("prefill_ms")]
         rows[b] = row
     return rows
 
@@ -640,9 +659,13 @@ def main():
     ap.add_argument("--batches", type=lambda s: parse_list(s, int), help="e.g. 1,64")
     ap.add_argument("--timeout", type=float, default=540, help="seconds per bench run")
     ap.add_argument("--repeats", type=int, default=1,
-                    help="bench each case this many times: one full run, then rounds of --decode-only runs over "
-                         "every case (each round in the reverse order of the one before); a case's decode "
-                         "figures are the median run's (CPU ranks vary 12-40%% run to run on one machine)")
+                    help="bench each case this many times: one full run, then rounds of runs over every case that "
+                         "time the decode and the prefill up to --repeat-prefill-max-batch (each round in the "
+                         "reverse order of the one before); a case's decode and prefill figures are the median "
+                         "run's (CPU ranks vary 12-40%% run to run on one machine)")
+    ap.add_argument("--repeat-prefill-max-batch", type=int, default=1,
+                    help="with --repeats: the later runs time the prefill at batches up to this (bench latency "
+                         "--prefill-max-batch); 0: they time the decode only (--decode-only)")
     ap.add_argument("--budget", type=float, default=0,
                     help="seconds for the whole run: no bench starts with under 30 s left")
     ap.add_argument("--dry-run", action="store_true", help="print the commands only")
@@ -729,7 +752,9 @@ def main():
               f"{sum(1 for r in runner.records if r['kind'] == 'bench')} bench commands; "
               "a real run drops the batches plan finds invalid or not fitting")
         if args.repeats > 1:
-            print(f"# then {args.repeats - 1} round(s) of the bench commands again with --decode-only "
+            again = (f"--prefill-max-batch {args.repeat_prefill_max_batch}" if args.repeat_prefill_max_batch > 0
+                     else "--decode-only")
+            print(f"# then {args.repeats - 1} round(s) of the bench commands again with {again} "
                   "(runN.json), each in the reverse order of the one before")
         return 0
     meta["seconds"] = round(time.monotonic() - t_start, 1)

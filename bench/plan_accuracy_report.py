@@ -57,6 +57,10 @@ def compare(case):
     runs = [r for r in meas.get("decode_step_ms_runs") or [] if r]
     if "decode" in flags and len(runs) > 1:
         case["decode_run_within"] = any(abs(rel_err(dec.get("ms"), r)) <= case["tol_decode"] for r in runs)
+    # The same for a prefill timed in several runs (plan_accuracy --repeats times batch 1's in each).
+    runs = [r for r in meas.get("prefill_ms_runs") or [] if r]
+    if "prefill" in flags and len(runs) > 1:
+        case["prefill_run_within"] = any(abs(rel_err(pre.get("ms"), r)) <= case["tol_prefill"] for r in runs)
 
 
 def badness(case):
@@ -140,6 +144,8 @@ def case_row(c):
     status = c["status"] if c["status"] != "ok" else ("OUT: " + mark if mark else "ok")
     if c.get("decode_run_within"):
         status += " (a run within)"
+    if c.get("prefill_run_within"):
+        status += " (a prefill run within)"
     if meas.get("from_stdout"):
         status += " (stdout)"
     return [c["model"], c["input_len"], c["layout"], c["ranks"], c["batch"],
@@ -286,7 +292,9 @@ def print_summary(cases, ranks, runs):
     if measured:
         out = sum(1 for c in measured if c["out_of_tolerance"])
         within = sum(1 for c in measured if c.get("decode_run_within"))
+        pre_within = sum(1 for c in measured if c.get("prefill_run_within"))
         print(f"{len(measured)} cases measured, {out} outside tolerance"
-              f"{f' ({within} with a decode run within it)' if within else ''}; "
+              f"{f' ({within} with a decode run within it)' if within else ''}"
+              f"{f' ({pre_within} with a prefill run within it)' if pre_within else ''}; "
               f"{sum(1 for r in runs if r['kind'] == 'bench')} bench and "
               f"{sum(1 for r in runs if r['kind'] == 'plan')} plan runs")

@@ -39,8 +39,9 @@ struct BenchOptions {
   int64_t output_len = 128;
   int64_t max_batch_tokens = 8192;
   int64_t block_size = 16;
-  int64_t warmup_prompts = 0;  // --warmup-prompts: prompts in each untimed prefill pass; 0: the batch
-  bool decode_only = false;    // --decode-only: no prefill passes but the decode sequences' own
+  int64_t warmup_prompts = 0;     // --warmup-prompts: prompts in each untimed prefill pass; 0: the batch
+  bool decode_only = false;       // --decode-only: no prefill passes but the decode sequences' own
+  int64_t prefill_max_batch = 0;  // --prefill-max-batch: prefill timed at batches up to this only; 0: at every batch
   std::string json;
   std::string comm_trace;  // --comm-trace: each rank's collectives of the timed steps to PREFIX.b<B>.rank<R>.json
   LayoutFlags layout;
@@ -132,7 +133,13 @@ struct BatchResult {
   // uniform routing expects at each step's tokens; not counted under a layout.
   double prefill_experts_counted = 0, prefill_experts_uniform = 0;
   bool prefill_counted = false;
+  bool prefill_timed = false;  // measure_prefill ran (not --decode-only, the batch within --prefill-max-batch)
 };
+
+// Whether batch B's prefill is timed: not under --decode-only, and B within --prefill-max-batch where given.
+bool times_prefill(const BenchOptions& o, int64_t B) {
+  return !o.decode_only && (o.prefill_max_batch == 0 || B <= o.prefill_max_batch);
+}
 
 // The prefill passes (bench latency without --decode-only): two untimed passes of the same shapes first (the
 // first sizes the scratch memory and sees each step shape, the second captures the graphs), then the timed pass
@@ -223,10 +230,12 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   // Prefill is measured in steady state, as a server runs it (measure_prefill; the decode sequences' own
   // prefill below has the first ones decoding in its steps when the prompts take several). --decode-only skips
   // it: repeated runs of a case for its decode step (bench/plan_accuracy.py --repeats), where the prefill
-  // passes would take most of the run.
+  // passes would take most of the run. --prefill-max-batch skips it above that batch: the repeats time the
+  // small batches' prefill again, where its passes take a second or two.
   const ReadCost& c = info.cost;
   const bool count = world == nullptr || world->size() == 1;
-  if (!o.decode_only) measure_prefill(engine, be, o, B, add_prompts, world, count, c, r);
+  r.prefill_timed = times_prefill(o, B);
+  if (r.prefill_timed) measure_prefill(engine, be, o, B, add_prompts, world, count, c, r);
 
   // Within the model's context (the check below says so should a sequence then end before the timed steps do).
   const std::vector<int64_t> ids =
@@ -238,7 +247,7 @@ BatchResult run_batch(Model& model, Backend& be, const BenchOptions& o, int64_t 
   be.synchronize();
   if (world != nullptr) world->barrier();  // the decode steps start together
   const double T = static_cast<double>(B * o.input_len);
-  if (!o.decode_only) r.prefill_tok_s = T / (r.prefill_ms * 1e-3);
+  if (r.prefill_timed) r.prefill_tok_s = T / (r.prefill_ms * 1e-3);
   const double prefill_flops = 2.0 * T * c.active_params_per_token + 2.0 * T *
                                                                          (static_cast<double>(o.input_len) / 2.0) *
                                                                          static_cast<double>(c.attn_heads_x_dims);
@@ -348,6 +357,10 @@ void check_options(const BenchOptions& o) {
   SY_CHECK(!o.decode_only || o.warmup_prompts == 0,
            "--warmup-prompts {} sizes the untimed prefill passes, which --decode-only leaves out; drop one of the two",
            o.warmup_prompts);
+  SY_CHECK(!o.decode_only || o.prefill_max_batch == 0,
+           "--prefill-max-batch {} times the prefill up to that batch, which --decode-only leaves out at every batch; "
+           "drop one of the two",
+           o.prefill_max_batch);
   for (int64_t b : o.batches) {
     SY_CHECK(b >= 1, "--batch sizes must be >= 1, got {}", b);
     // A decode step of the whole batch takes one token a sequence out of the step's budget, and prompts must
@@ -424,10 +437,14 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
           bandwidth / 1e9, matrix_rate / 1e12);
     }
     const std::string prefill_note =
-        o.decode_only ? std::string("not measured (--decode-only)")
-                      : fmt::format("one timed pass after two untimed ones of the same shapes{}",
-                                    o.warmup_prompts > 0 ? fmt::format(" (of at most {} prompts)", o.warmup_prompts)
-                                                         : std::string());
+        o.decode_only
+            ? std::string("not measured (--decode-only)")
+            : fmt::format(
+                  "one timed pass after two untimed ones of the same shapes{}{}",
+                  o.warmup_prompts > 0 ? fmt::format(" (of at most {} prompts)", o.warmup_prompts) : std::string(),
+                  o.prefill_max_batch > 0
+                      ? fmt::format(", at batches up to {} (--prefill-max-batch)", o.prefill_max_batch)
+                      : std::string());
     std::printf(
         "input %lld, output %lld tokens per sequence; prefill: %s; step ms: median decode step (captured where the "
         "device can); eager ms and the phases "
@@ -450,6 +467,7 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
       {"routing", o.routing},
       {"warmup_prompts", o.warmup_prompts > 0 ? nlohmann::json(o.warmup_prompts) : nlohmann::json(nullptr)},
       {"decode_only", o.decode_only},
+      {"prefill_max_batch", o.prefill_max_batch > 0 ? nlohmann::json(o.prefill_max_batch) : nlohmann::json(nullptr)},
       {"copy_bandwidth_gb_s", bandwidth / 1e9},
       {"matrix_tflop_s", matrix_rate / 1e12},
       {"weight_gb", weight_gb},
@@ -466,13 +484,13 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
     results.push_back(r);
     if (!rank.reports()) continue;
     const auto ph = [&](Phase p) { return r.phases[static_cast<size_t>(p)]; };
-    const double prefill_pct = o.decode_only ? 0.0 : 100.0 * r.prefill_floor_ms / r.prefill_ms;
+    const double prefill_pct = r.prefill_timed ? 100.0 * r.prefill_floor_ms / r.prefill_ms : 0.0;
     const double decode_pct = 100.0 * r.decode_floor_ms / r.decode_step_ms;
     std::printf(
         "%6lld %12s %9s | %9.3f %11.0f %9.3f %6.1f%% | %9.3f | %9.3f %7.3f %8.3f %8.3f %8.3f %7.3f %13.3f "
         "%8.3f %7.3f\n",
-        static_cast<long long>(B), o.decode_only ? "-" : fmt::format("{:.0f}", r.prefill_tok_s).c_str(),
-        o.decode_only ? "-" : fmt::format("{:.1f}%", prefill_pct).c_str(), r.decode_step_ms, r.decode_tok_s,
+        static_cast<long long>(B), r.prefill_timed ? fmt::format("{:.0f}", r.prefill_tok_s).c_str() : "-",
+        r.prefill_timed ? fmt::format("{:.1f}%", prefill_pct).c_str() : "-", r.decode_step_ms, r.decode_tok_s,
         r.decode_floor_ms, decode_pct, r.eager_step_ms, ph(Phase::attention), ph(Phase::router), ph(Phase::experts),
         ph(Phase::combine), ph(Phase::dense), ph(Phase::norms), ph(Phase::communication), r.sampling_ms, r.other_ms);
     std::fflush(stdout);
@@ -509,7 +527,7 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
          r.prefill_counted ? nlohmann::json(r.prefill_experts_counted) : nlohmann::json(nullptr)},
         {"prefill_experts_per_moe_layer_uniform", r.prefill_experts_uniform},
         {"prefill_phase_ms", phase_json(r.prefill_phases)}};
-    if (o.decode_only) {
+    if (!r.prefill_timed) {
       for (auto& [key, value] : row.items()) {
         if (key.starts_with("prefill_")) value = nullptr;
       }
@@ -538,6 +556,10 @@ int bench_latency(const BenchOptions& o, const BenchRank& rank) {
     std::printf("%7s %9s %9s | %9s %7s %8s %8s %8s %7s %13s %7s\n", "prefill", "timed ms", "eager ms", "attention",
                 "router", "experts", "combine", "dense", "norms", "communication", "other");
     for (const BatchResult& r : results) {
+      if (!r.prefill_timed) {
+        std::printf("%7lld %9s (not measured: above --prefill-max-batch)\n", static_cast<long long>(r.batch), "-");
+        continue;
+      }
       const auto ph = [&](Phase p) { return r.prefill_phases[static_cast<size_t>(p)]; };
       std::printf("%7lld %9.2f %9.2f | %9.2f %7.2f %8.2f %8.2f %8.2f %7.2f %13.2f %7.2f\n",
                   static_cast<long long>(r.batch), r.prefill_ms, r.prefill_eager_ms, ph(Phase::attention),
@@ -613,6 +635,10 @@ CommandMain add_bench_latency_command(CLI::App& bench, Launch& launch) {
   cmd->add_flag("--decode-only", o->decode_only,
                 "time the decode steps only: no prefill passes but the decode sequences' own (a run several times "
                 "faster where prefill dominates it; prefill figures null in --json)");
+  cmd->add_option("--prefill-max-batch", o->prefill_max_batch,
+                  "time the prefill only at batch sizes up to this; larger ones time the decode steps only, as "
+                  "--decode-only does (their prefill figures null in --json)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--json", o->json, "also write the results as JSON to this file");
   cmd->add_option("--comm-trace", o->comm_trace,
                   "with several ranks: each rank writes the collectives of the timed decode steps (group, call "

@@ -212,6 +212,42 @@ TEST(BenchLatency, DecodeOnlyTimesTheSameDecodeStepsWithoutPrefill) {
   fs::remove(json);
 }
 
+// --prefill-max-batch: the prefill is timed at the batches up to it and left out above, as --decode-only leaves it
+// out at every batch (its figures null); the decode steps are timed at every batch. With --decode-only it is refused.
+TEST(BenchLatency, PrefillMaxBatchTimesThePrefillOnlyUpToThatBatch) {
+  const fs::path json = fs::temp_directory_path() / "sy_bench_latency_prefill_max_batch.json";
+  const auto r = test::run_switchyard("bench latency --model " + qwen3() +
+                                      " --batch 1,4 --input-len 24 --output-len 6 --max-batch-tokens 8 "
+                                      "--prefill-max-batch 1 --json " +
+                                      json.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("at batches up to 1 (--prefill-max-batch)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(not measured: above --prefill-max-batch)"), std::string::npos) << r.out;
+  const nlohmann::json j = test::read_json(json);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["decode_only"], false);
+  EXPECT_EQ(j["prefill_max_batch"], 1);
+  ASSERT_EQ(j["results"].size(), 2u);
+  const auto &one = j["results"][0], &four = j["results"][1];
+  ASSERT_EQ(one["batch"], 1);
+  ASSERT_EQ(four["batch"], 4);
+  EXPECT_GT(one["prefill_ms"].get<double>(), 0.0) << one.dump(1);
+  EXPECT_GT(one["prefill_eager_ms"].get<double>(), 0.0) << one.dump(1);
+  EXPECT_GT(one["prefill_phase_ms"]["attention"].get<double>(), 0.0) << one.dump(1);
+  for (const auto& [key, value] : four.items()) {
+    if (key.starts_with("prefill_")) {
+      EXPECT_TRUE(value.is_null()) << key << " " << four.dump(1);
+    }
+  }
+  for (const auto* row : {&one, &four}) {
+    EXPECT_GT((*row)["decode_step_ms"].get<double>(), 0.0) << row->dump(1);
+  }
+  const auto both = test::run_switchyard("bench latency --model " + qwen3() + " --decode-only --prefill-max-batch 1");
+  EXPECT_NE(both.code, 0) << both.out;
+  EXPECT_NE(both.out.find("--prefill-max-batch 1"), std::string::npos) << both.out;
+  fs::remove(json);
+}
+
 // --routing uniform: with 64 experts, 1 a token (the fixture's shapes otherwise, random weights), the experts a
 // step touches are uniform sampling's, E (1 - (1 - 1/E)^n) at n tokens: 14.26 at a decode step of 16, 40.64 at a
 // prefill of 16 prompts of 4 tokens. Their standard deviations (occupancy; the draws of different tokens and
