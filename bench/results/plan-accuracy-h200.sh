@@ -19,8 +19,8 @@
 # 50 s times 6-8% fewer points than one pass did; at 8 ranks in 45 s the first pass cut the linear series to 1-4
 # rows, item 41), CAL_PASSES (calibrate's --passes; default its own, 3 on a CPU; CAL_PASSES_R8=1 sets it for the
 # 8-rank calibration alone, likewise any W), CAL_MODELS (cpu: calibrate's --model arguments, default the set's two
-# models; empty: the built-in grid), REPEATS (bench runs a case: one full run, then rounds of --decode-only runs
-# over every case, the median decode kept), LIMIT (570), NAME (carry folder, pa; the warm machine keeps profiles
+# models; empty: the built-in grid), REPEATS (bench runs a case: one full run, then rounds of runs over every
+# case that time the decode and batch 1's prefill, plan_accuracy.py --repeat-prefill-max-batch; the medians kept), LIMIT (570), NAME (carry folder, pa; the warm machine keeps profiles
 # and parts per NAME, so that a second binary's calibrations, an A/B of calibrate replanned offline over one
 # round's bench runs, leave the first's alone), PACK=1 (pack $OUT for the device tool's 8 files), BUSY_RETRY (1:
 # a profile that looks timed on a busy host, see busy() below, is calibrated again this many times at most, the
