@@ -24,7 +24,9 @@ const std::vector<int64_t> kRows = {1, 2, 4, 8, 10, 16, 32, 64, 128, 256, 512, 1
 const std::vector<int64_t> kColdRows = {1, 4, 16, 64};
 // An expert rank's pairs beyond the caches: under expert parallelism a decode step of 64 sequences sends a rank
 // 64 · top_k / ep of them (128 for top 4 over ep 2), a 128-token prompt's prefill 128 · top_k / ep (256, the
-// busiest rank more), and a query past the cold table's rows falls back to the hot one (cost_model.cpp timed_op).
+// busiest rank more). A query past every point of the cold table falls back to the hot one (cost_model.cpp
+// timed_op); one past its own shape's rows only, where these series reach them, is that shape's largest cold
+// point scaled by the work (docs/perf-notes.md, twenty-eighth session, variant b).
 const std::vector<int64_t> kColdPairs = {1, 4, 16, 64, 128, 256, 512};
 // The pools (MiB per rank) a CPU's linear_pool rotates its weights through: from the op's own weights (nothing
 // else read between two calls) to past a last-level cache (pool_sizes_mb keeps those from the weights to the

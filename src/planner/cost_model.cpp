@@ -116,7 +116,10 @@ void trace_wait(const std::string& op, const std::string& table, const std::stri
 // The table an op is timed from: in a step beyond the caches (a streaming floor set) its "_cold" table (timed
 // reading its weights from memory, bench calibrate's linear_cold, moe_experts_cold and paged_attention_cold) when
 // that holds a point of at least the query's rows (vary's first dim) and, where it has a q_len dim, of the query's
-// tokens a sequence; else its own (timed hot). paged_attention_cold is timed at decode's one token a sequence: a
+// tokens a sequence; else its own (timed hot). The point may be of another shape: the whole experts' 128-row
+// prefill query passes on the expert-parallel slices' 512-row points and is priced from its own shape's 64-row
+// point (requiring the query's nearest shape to reach the rows replanned worse: docs/perf-notes.md, twenty-eighth
+// session, variant b). paged_attention_cold is timed at decode's one token a sequence: a
 // prefill's 128 queries a sequence priced from those points took the medium config's attention at 1 rank from
 // its 0.49 ms hot point to 3.6 ms a layer once the lookups scaled by query heads × keys (docs/perf-notes.md
 // item 58).
