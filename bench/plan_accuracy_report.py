@@ -51,6 +51,9 @@ def compare(case):
     if err["prefill"] is not None and abs(err["prefill"]) > case["tol_prefill"]:
         flags.append("prefill")
     case["out_of_tolerance"] = flags
+    # Set afresh: a case compared again after more runs (or merged) keeps no mark from an earlier comparison.
+    case.pop("decode_run_within", None)
+    case.pop("prefill_run_within", None)
     # A decode out of tolerance whose bench runs put it both ways: one of its runs' steps lies within the
     # tolerance of the prediction (the host's run-to-run spread is as wide as the tolerance; the case's figure
     # is the runs' median).
