@@ -59,6 +59,7 @@ Standard library only.
 """
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -446,7 +447,14 @@ def bench_run(args, runner, item, i, timeout):
             else " (decode only)")
     else:
         rep_json = json_path
+    trace = None
+    if i == 0 and args.comm_trace and args.out and item["ranks"] > 1:
+        trace = args.out / "trace" / json_path.stem
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        cmd = list(cmd) + ["--comm-trace", str(trace)]
     rec, out, err = runner.run("bench", cmd, timeout, label)
+    if trace is not None and not args.dry_run:
+        summarise_trace(trace, args.keep_trace)
     if args.dry_run:
         return
     if i == 0:
@@ -459,6 +467,22 @@ def median_run(runs, key):
     """The run whose `key` is the median of those that have it (the lower middle one of an even count)."""
     timed = sorted((r for r in runs if r.get(key)), key=lambda r: r[key])
     return timed[(len(timed) - 1) // 2] if timed else None
+
+
+def summarise_trace(prefix, keep):
+    """--comm-trace: bench/comm_trace.py's tables of each batch's files PREFIX.b<B>.rank<R>.json, written to
+    PREFIX.b<B>.md; the rank files removed unless `keep` (8 ranks of a 64-step run come to about a megabyte)."""
+    batches = sorted({Path(f).name[len(prefix.name) + 1:].split(".")[0]
+                      for f in glob.glob(f"{prefix}.b*.rank*.json")})
+    for b in batches:
+        p = f"{prefix}.{b}"
+        r = subprocess.run([sys.executable, str(Path(__file__).with_name("comm_trace.py")), p],
+                           capture_output=True, text=True)
+        failed = f"\ncomm_trace.py rc {r.returncode}: {r.stderr}" if r.returncode else ""
+        Path(p + ".md").write_text(r.stdout + failed)
+        if not keep and r.returncode == 0:
+            for f in glob.glob(p + ".rank*.json"):
+                os.unlink(f)
 
 
 def merged_rows(runs_rows):
@@ -623,10 +647,10 @@ def run_set(args, set_name, spec, runner, cases, meta, t_start):
                         c["status"] = "not run (--plan-only)"
                     continue
                 # --repeats N: this first run times prefill and decode; rounds 2..N (after every case's first
-                # run, finish_rounds) time the decode steps again with --decode-only, so that a case's runs
+                # run, finish_rounds) time the decode steps and batch 1's prefill again, so that a case's runs
                 # are spread over the whole call rather than back to back.
                 item = {"group": group, "cmd": cmd, "json_path": json_path, "label": label,
-                        "input_len": input_len, "runs_rows": [], "rec": None}
+                        "input_len": input_len, "ranks": w, "runs_rows": [], "rec": None}
                 bench_run(args, runner, item, 0, timeout)
                 if args.dry_run:
                     continue
@@ -666,6 +690,12 @@ def main():
     ap.add_argument("--repeat-prefill-max-batch", type=int, default=1,
                     help="with --repeats: the later runs time the prefill at batches up to this (bench latency "
                          "--prefill-max-batch); 0: they time the decode only (--decode-only)")
+    ap.add_argument("--comm-trace", action="store_true",
+                    help="with --out: the first run of each layout of several ranks traces its collectives (bench "
+                         "latency --comm-trace); bench/comm_trace.py's tables of each batch (waiting and transfer "
+                         "per rank, each rank's phases) go to OUT/trace/<case>.b<B>.md")
+    ap.add_argument("--keep-trace", action="store_true",
+                    help="with --comm-trace: keep the ranks' trace files beside the tables")
     ap.add_argument("--budget", type=float, default=0,
                     help="seconds for the whole run: no bench starts with under 30 s left")
     ap.add_argument("--dry-run", action="store_true", help="print the commands only")

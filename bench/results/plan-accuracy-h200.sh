@@ -20,12 +20,14 @@
 # rows, item 41), CAL_PASSES (calibrate's --passes; default its own, 3 on a CPU; CAL_PASSES_R8=1 sets it for the
 # 8-rank calibration alone, likewise any W), CAL_MODELS (cpu: calibrate's --model arguments, default the set's two
 # models; empty: the built-in grid), REPEATS (bench runs a case: one full run, then rounds of runs over every
-# case that time the decode and batch 1's prefill, plan_accuracy.py --repeat-prefill-max-batch; the medians kept), LIMIT (570), NAME (carry folder, pa; the warm machine keeps profiles
-# and parts per NAME, so that a second binary's calibrations, an A/B of calibrate replanned offline over one
-# round's bench runs, leave the first's alone), PACK=1 (pack $OUT for the device tool's 8 files), BUSY_RETRY (1:
-# a profile that looks timed on a busy host, see busy() below, is calibrated again this many times at most, the
-# busy one kept as NAME-busyN.json), BUSY_LEFT (30), BUSY_SKEW (0.5). A profile from
-# an earlier call can come back in .devcarry/$NAME/profiles/.
+# case that time the decode and batch 1's prefill, plan_accuracy.py --repeat-prefill-max-batch; the medians kept),
+# COMM_TRACE=1 (the first run of each layout of several ranks traces its collectives: <set>/trace/*.md, the
+# waiting and each rank's phases by bench/comm_trace.py), LIMIT (570), NAME (carry folder, pa; the warm machine
+# keeps profiles and parts per NAME, so that a second binary's calibrations, an A/B of calibrate replanned offline
+# over one round's bench runs, leave the first's alone), PACK=1 (pack $OUT for the device tool's 8 files),
+# BUSY_RETRY (1: a profile that looks timed on a busy host, see busy() below, is calibrated again this many times
+# at most, the busy one kept as NAME-busyN.json), BUSY_LEFT (30), BUSY_SKEW (0.5). A profile from an earlier call
+# can come back in .devcarry/$NAME/profiles/.
 # .devcarry/$NAME/bin.tar.xz: bin/ (build-cuda, stripped: switchyard) and lib/ (the shared libraries it needs, flat),
 # made by bench/pack_device.sh (a CPU-ranks round needs only a build with MPI: scripts/setup.sh -DSY_WITH_MPI=ON).
 # Results in $OUT: h200.json or cpu-rW.json (profiles), calibrate-*.txt, <set>/ (results.json, table.md, logs/,
@@ -117,7 +119,7 @@ accuracy() {
   python3 bench/plan_accuracy.py --switchyard $B --set "$set" "${prof[@]}" --out "$OUT/$set" --budget "$budget" \
     --explain ${MODELS:+--models "$MODELS"} ${LENS:+--input-len "$LENS"} ${LAYOUTS:+--layouts "$LAYOUTS"} \
     ${BATCHES:+--batches "$BATCHES"} ${OUTPUT_LEN:+--output-len "$OUTPUT_LEN"} ${REPEATS:+--repeats "$REPEATS"} \
-    > "$OUT/$set.txt" 2>&1
+    ${COMM_TRACE:+--comm-trace} > "$OUT/$set.txt" 2>&1
   echo "plan_accuracy $set rc=$? at ${SECONDS}s"
   if [ -s "$OUT/$set/results.json" ]; then
     cp "$OUT/$set/results.json" "$ST/results/$set-$(date +%H%M%S).json"
