@@ -498,8 +498,7 @@ def merged_rows(runs_rows):
             by_batch.setdefault(b, []).append(r)
     rows = {}
     for b, in_order in by_batch.items():
-        rs = sorted(in_order, key=lambda r: r.get("decode_step_ms") or 0)
-        mid = rs[(len(rs) - 1) // 2]
+        mid = median_run(in_order, "decode_step_ms") or in_order[0]
         row = dict(first.get(b) or mid)
         for k, v in mid.items():
             if k.startswith("decode_"):
