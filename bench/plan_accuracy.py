@@ -692,7 +692,8 @@ def main():
     ap.add_argument("--comm-trace", action="store_true",
                     help="with --out: the first run of each layout of several ranks traces its collectives (bench "
                          "latency --comm-trace); bench/comm_trace.py's tables of each batch (waiting and transfer "
-                         "per rank, each rank's phases) go to OUT/trace/<case>.b<B>.md")
+                         "per rank, each rank's phases) go to OUT/trace/<case>.b<B>.md, and table.md gets each rank's "
+                         "compute in those runs beside the predicted compute")
     ap.add_argument("--keep-trace", action="store_true",
                     help="with --comm-trace: keep the ranks' trace files beside the tables")
     ap.add_argument("--budget", type=float, default=0,

@@ -2,6 +2,9 @@
 the rank agreement of layouts, table.md and the printed summary. Standard library only."""
 
 import json
+import re
+import shlex
+from pathlib import Path
 
 PHASES = ["attention", "router", "experts", "combine", "dense", "norms", "communication",
           "sampling", "other"]
@@ -214,6 +217,77 @@ def steps_row(c):
             f"{second / e:.2f}" if e else "-"]
 
 
+def trace_ranks(md_text):
+    """Each rank's eager step and its communication phase, ms a step, from the per-rank eager table that
+    bench/comm_trace.py writes ("| rank | eager step | ... |"); {} when the table is not there."""
+    lines = md_text.splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith("| rank | eager step |"):
+            continue
+        head = [h.strip() for h in line.strip("|").split("|")]
+        out = {}
+        for row in lines[i + 2:]:
+            if not row.startswith("| "):
+                break
+            cells = dict(zip(head, (x.strip() for x in row.strip("|").split("|"))))
+            try:
+                out[int(cells["rank"])] = (float(cells["eager step"]), float(cells["communication"]))
+            except (KeyError, ValueError):
+                return {}
+        return out
+    return {}
+
+
+def traced_compute(case, run, out_dir):
+    """For a case of several ranks without a pipeline whose first run was traced (plan_accuracy.py --comm-trace):
+    each rank's compute in that run's eager decode steps (eager step - communication), beside the predicted
+    compute of the busiest rank (the predicted eager step less its communication). The table is looked for in
+    the trace/ folder beside the results.json that holds the run (out_dir for a run of this call). None when
+    the case has no such table."""
+    if case.get("ranks", 1) < 2 or "--pp" in (case.get("flags") or "") or not run:
+        return None
+    words = shlex.split(run.get("command") or "")
+    if "--comm-trace" not in words[:-1]:
+        return None
+    folder = Path(run["source"]).parent if run.get("source") else out_dir
+    if folder is None:
+        return None
+    md = folder / "trace" / f"{Path(words[words.index('--comm-trace') + 1]).name}.b{case['batch']}.md"
+    ranks = trace_ranks(md.read_text()) if md.is_file() else {}
+    pred = (case.get("predicted") or {}).get("decode") or {}
+    if not ranks or 0 not in ranks or pred.get("eager_ms") is None:
+        return None
+    busy = {r: step - comm for r, (step, comm) in ranks.items()}
+    order = sorted(busy, key=busy.get)
+    slowest = order[-1]
+    pred_comm = (pred.get("phase_ms") or {}).get("communication") or 0.0
+    return {"predicted_ms": pred["eager_ms"] - pred_comm, "rank0_ms": busy[0],
+            "median_ms": busy[order[(len(order) - 1) // 2]], "slowest_ms": busy[slowest], "slowest_rank": slowest,
+            "predicted_comm_ms": pred_comm, "rank0_comm_ms": ranks[0][1], "rank0_step_ms": ranks[0][0]}
+
+
+def traced_rows(cases, runs, out_dir):
+    by_id = {r.get("id"): r for r in runs}
+    rows = []
+    for c in cases:
+        if c["status"] != "ok":
+            continue
+        t = traced_compute(c, by_id.get(c.get("bench_command_id")), out_dir)
+        if t is None:
+            continue
+        rows.append([c["model"], c["layout"], c["ranks"], c["batch"], pct((c.get("error") or {}).get("decode")),
+                     fmt(t["predicted_ms"]), fmt(t["rank0_ms"]), pct(rel_err(t["predicted_ms"], t["rank0_ms"])),
+                     fmt(t["median_ms"]), f"{fmt(t['slowest_ms'])} (rank {t['slowest_rank']})",
+                     f"{t['slowest_ms'] / t['median_ms']:.2f}" if t["median_ms"] > 0 else "-",
+                     fmt(t["predicted_comm_ms"]), fmt(t["rank0_comm_ms"])])
+    return rows
+
+
+TRACED_HEAD = ["model", "layout", "W", "batch", "decode err", "compute pred ms", "rank 0 compute ms", "err",
+               "median rank ms", "slowest rank ms", "slowest / median", "communication pred ms",
+               "rank 0 communication ms"]
+
+
 def write_reports(out_dir, meta, runs, cases, ranks):
     if out_dir is None:
         return
@@ -244,6 +318,16 @@ def write_reports(out_dir, meta, runs, cases, ranks):
                "decode figures)", ""]
         md.append(md_table(["model", "layout", "W", "batch", "profiled steps ms", "timed, first half",
                             "timed, second half", "second half / profiled"], steps))
+        md.append("")
+    traced = traced_rows(measured, runs, out_dir)
+    if traced:
+        md += ["## Each rank's compute in the traced runs (layouts without a pipeline)", "",
+               "The first run of each layout traced its collectives (plan_accuracy.py --comm-trace; tables in "
+               "trace/). Compute = a rank's eager decode step less its communication phase, in that run's profiled "
+               "steps; predicted = the busiest rank's predicted eager step less its communication; the median "
+               "rank is the lower middle one of an even count. The step waits for the slowest rank at each "
+               "collective. The case's decode error is of its median run.", ""]
+        md.append(md_table(TRACED_HEAD, traced))
         md.append("")
     if ranks:
         md += ["## Rank agreement (decode tok/s; ties within 5 % measured)", ""]
