@@ -2,7 +2,8 @@
 """Reads what bench/results/straggler-h200.sh wrote in OUT and prints, per run, which rank the others waited for
 and whether its threads shared a vCPU.
 
-For each run i: bench.i.out (the layout table: each rank's pid), trace.i.b<B>.md (bench/comm_trace.py's tables:
+For each run i: bench.i.out and .err (the layout table: each rank's pid; SY_CPU_PIN's line), bench.i.json (the
+decode steps), trace.i.b<B>.md (bench/comm_trace.py's tables:
 each rank's eager step and communication, so its compute, and how often it arrived last), samples.i.txt (blocks
 of "T <seconds>", /proc/stat's cpuN lines, and ps's running threads: pid tid psr stat comm).
 
@@ -12,6 +13,7 @@ vCPU's time between samples. The samples cover the whole run (load, prefill and 
 
     python3 bench/straggler_samples.py OUT
 """
+import json
 import re
 import statistics
 import sys
@@ -71,8 +73,17 @@ def last_arrivals(md):
 
 def run_summary(out, i):
     bench_out = out / f"bench.{i}.out"
-    pids = rank_pids(bench_out.read_text()) if bench_out.is_file() else {}
-    print(f"## run {i}: {len(pids)} ranks")
+    text = bench_out.read_text() if bench_out.is_file() else ""
+    err = out / f"bench.{i}.err"
+    text += err.read_text() if err.is_file() else ""
+    pids = rank_pids(text)
+    pin = re.search(r"SY_CPU_PIN=1: (.*)", text)
+    print(f"## run {i}: {len(pids)} ranks; {'SY_CPU_PIN=1, ' + pin.group(1) if pin else 'no SY_CPU_PIN'}")
+    res = out / f"bench.{i}.json"
+    if res.is_file():
+        rows = json.loads(res.read_text()).get("results") or []
+        print("- decode step ms: " + ", ".join(f"b{r['batch']} {r['decode_step_ms']:.3f}" for r in rows
+                                                if r.get("decode_step_ms") is not None))
     for md in sorted(out.glob(f"trace.{i}.b*.md"), key=lambda p: int(p.name.split(".b")[1].split(".")[0])):
         text = md.read_text()
         ranks = trace_ranks(text)

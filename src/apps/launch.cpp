@@ -13,6 +13,7 @@
 #include <set>
 #include <utility>
 
+#include "apps/cpu_pin.h"
 #include "base/check.h"
 #include "base/log.h"
 #ifdef SY_WITH_MPI
@@ -94,7 +95,9 @@ void print_failure(int rank, int size, std::string_view what) {
 
 }  // namespace
 
-Launch::Launch(int argc, char** argv) : args_(argv + std::min(argc, 1), argv + argc) {}
+// A rank of a launch takes its CPUs (SY_CPU_PIN=1) before any thread starts, so that its threads inherit them.
+Launch::Launch(int argc, char** argv)
+    : args_(argv + std::min(argc, 1), argv + argc), pinned_(under_mpirun() ? pin_local_rank() : std::string()) {}
 
 Launch::~Launch() = default;
 
@@ -106,6 +109,7 @@ Communicator& Launch::join_world() {
   mpi_ = std::make_unique<Mpi>();
   world_ = mpi_->session.world();
   if (world_->rank() != 0) set_log_level(LogLevel::warn);
+  if (!pinned_.empty()) log_info("{}", pinned_);
   return *world_;
 #else
   const char* size = env_set("OMPI_COMM_WORLD_SIZE") ? std::getenv("OMPI_COMM_WORLD_SIZE") : std::getenv("PMI_SIZE");

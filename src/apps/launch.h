@@ -54,6 +54,7 @@ class Launch {
   struct Mpi;  // MPI's lifetime in this process (empty in builds without MPI)
 
   std::vector<std::string> args_;  // argv[1..]
+  std::string pinned_;             // what SY_CPU_PIN=1 did to this rank's CPUs (cpu_pin.h), logged by rank 0
   std::unique_ptr<Mpi> mpi_;
   std::unique_ptr<Communicator> world_;  // destroyed before mpi_
 };

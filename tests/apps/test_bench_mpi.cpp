@@ -2,8 +2,11 @@
 // `bench latency` with a layout runs the engine on every rank and rank 0 alone prints one table whose
 // communication column is positive (and zero on one rank); `bench comm` prints every row with positive
 // times and bandwidths; `bench calibrate` writes every collective at group size 2, every op's single-rank
-// time and the skew.
+// time and the skew; SY_CPU_PIN=1 gives each rank cores of its own.
 #include <gtest/gtest.h>
+#include <sched.h>
+
+#include <cstdlib>
 
 #include "apps/bench_output.h"
 #include "common/fixture.h"
@@ -41,6 +44,26 @@ std::vector<double> communication(const LatencyRun& run) {
   if (!col) return v;
   for (const auto& row : run.table.rows) v.push_back(*col < row.size() ? std::stod(row[*col]) : -1.0);
   return v;
+}
+
+// SY_CPU_PIN=1 (cpu_pin.h): each rank keeps to its own cores, and rank 0 says which; the run is the same run.
+TEST(BenchLatencyMpi, CpuPinGivesEachLocalRankItsCores) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const int cpus = CPU_COUNT(&set);
+  setenv("SY_CPU_PIN", "1", 1);
+  const LatencyRun run = bench_latency("--tp 2", "pin");
+  unsetenv("SY_CPU_PIN");
+  const std::string& out = run.result.out;
+  ASSERT_EQ(run.result.code, 0) << out;
+  EXPECT_EQ(run.table.batches, (std::vector<int64_t>{1, 2})) << out;
+  if (cpus >= 2) {
+    EXPECT_NE(out.find("SY_CPU_PIN=1: local rank 0 of 2 on CPUs"), std::string::npos) << out;
+  } else {
+    EXPECT_NE(out.find("SY_CPU_PIN=1: not pinned"), std::string::npos) << out;
+  }
+  EXPECT_EQ(test::count_lines_starting(out, "[switchyard info] SY_CPU_PIN=1"), 1u) << out;
 }
 
 TEST(BenchLatencyMpi, LayoutsReportCommunicationAndOneRankNone) {
