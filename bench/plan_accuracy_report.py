@@ -2,7 +2,6 @@
 the rank agreement of layouts, table.md and the printed summary. Standard library only."""
 
 import json
-import re
 import shlex
 from pathlib import Path
 
@@ -263,7 +262,7 @@ def traced_compute(case, run, out_dir):
     pred_comm = (pred.get("phase_ms") or {}).get("communication") or 0.0
     return {"predicted_ms": pred["eager_ms"] - pred_comm, "rank0_ms": busy[0],
             "median_ms": busy[order[(len(order) - 1) // 2]], "slowest_ms": busy[slowest], "slowest_rank": slowest,
-            "predicted_comm_ms": pred_comm, "rank0_comm_ms": ranks[0][1], "rank0_step_ms": ranks[0][0]}
+            "predicted_comm_ms": pred_comm, "rank0_comm_ms": ranks[0][1]}
 
 
 def traced_rows(cases, runs, out_dir):

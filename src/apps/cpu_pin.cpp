@@ -56,13 +56,31 @@ int env_int(const char* name, int fallback) {
   return *end == '\0' ? static_cast<int>(n) : fallback;
 }
 
-int read_int(const std::string& path, int fallback) {
-  int v = fallback;
+bool read_int(const std::string& path, int* v) {
   std::ifstream in(path);
-  return (in >> v) ? v : fallback;
+  return static_cast<bool>(in >> *v);
 }
 
 }  // namespace
+
+std::vector<CpuCore> affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
+  std::vector<CpuCore> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    CpuCore c{.cpu = cpu};
+    // Without topology files every CPU is a core of its own (package -1 is no real package).
+    if (!read_int(dir + "physical_package_id", &c.package) || !read_int(dir + "core_id", &c.core)) {
+      c.package = -1;
+      c.core = cpu;
+    }
+    cpus.push_back(c);
+  }
+  return cpus;
+}
 
 std::string pin_local_rank() {
   const char* pin = std::getenv("SY_CPU_PIN");
@@ -71,19 +89,8 @@ std::string pin_local_rank() {
   if (rank < 0 || ranks <= 0 || rank >= ranks) {
     return "SY_CPU_PIN=1: not pinned, no Open MPI local rank and size (OMPI_COMM_WORLD_LOCAL_RANK, _LOCAL_SIZE)";
   }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
-    return fmt::format("SY_CPU_PIN=1: not pinned, sched_getaffinity: {}", std::strerror(errno));
-  }
-  std::vector<CpuCore> cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &set)) continue;
-    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-    // Without topology files every CPU is a core of its own.
-    cpus.push_back(
-        {.cpu = cpu, .package = read_int(dir + "physical_package_id", 0), .core = read_int(dir + "core_id", cpu)});
-  }
+  const std::vector<CpuCore> cpus = affinity_cpus();
+  if (cpus.empty()) return fmt::format("SY_CPU_PIN=1: not pinned, sched_getaffinity: {}", std::strerror(errno));
   const std::vector<std::vector<int>> slices = split_cores(cpus, ranks);
   if (slices.empty()) {
     return fmt::format("SY_CPU_PIN=1: not pinned, {} local ranks on {} CPUs ({}): fewer cores than ranks", ranks,

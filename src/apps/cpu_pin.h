@@ -15,6 +15,10 @@ struct CpuCore {
   int core = 0;
 };
 
+// The CPUs in this process's affinity mask with their cores (/sys/devices/system/cpu/cpuN/topology; a CPU without
+// those files is a core of its own); empty when the mask cannot be read.
+std::vector<CpuCore> affinity_cpus();
+
 // The CPUs of each of `ranks` local ranks: whole cores (a core's hardware threads together), in package and core
 // order, cores / ranks of them a rank, the remainder to none. Empty when there are fewer cores than ranks.
 std::vector<std::vector<int>> split_cores(std::vector<CpuCore> cpus, int ranks);

@@ -2,14 +2,12 @@
 // and the way out of a failed rank (MPI_Abort, so that no rank waits forever for it).
 #include "apps/launch.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <utility>
 
@@ -40,21 +38,11 @@ bool env_set(const char* name) {
 // Cores this process may run on, counted as Open MPI counts its slots: physical cores (not hardware
 // threads) inside the affinity mask.
 int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  std::set<std::pair<std::string, std::string>> cores;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &set)) continue;
-    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-    std::string package, core;
-    std::ifstream(dir + "physical_package_id") >> package;
-    std::ifstream(dir + "core_id") >> core;
-    // Without topology files every CPU counts as a core of its own.
-    if (package.empty() || core.empty()) package = "cpu", core = std::to_string(cpu);
-    cores.emplace(package, core);
-  }
-  return std::max<int>(1, static_cast<int>(cores.size()));
+  const std::vector<CpuCore> cpus = affinity_cpus();
+  if (cpus.empty()) return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  std::set<std::pair<int, int>> cores;
+  for (const CpuCore& c : cpus) cores.emplace(c.package, c.core);
+  return static_cast<int>(cores.size());
 }
 
 bool executable(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
