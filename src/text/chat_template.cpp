@@ -45,7 +45,7 @@ nlohmann::ordered_json ChatTemplate::special_tokens_of(const nlohmann::ordered_j
   return out;
 }
 
-ChatTemplate::ChatTemplate(std::string source, std::string name, nlohmann::ordered_json special_tokens)
+ChatTemplate::ChatTemplate(const std::string& source, std::string name, nlohmann::ordered_json special_tokens)
     : impl_(std::make_unique<Impl>()) {
   impl_->name = std::move(name);
   impl_->body = jinja::parse_template(source, impl_->name);

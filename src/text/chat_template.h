@@ -26,7 +26,7 @@ class ChatTemplate {
   // `source` is the template text; `name` says where it came from in error messages
   // ("tokenizer_config.json chat_template"); `special_tokens` ({"bos_token": "<s>", ...}) become
   // template variables. A syntax error throws sy::Error naming `name` and the template line.
-  ChatTemplate(std::string source, std::string name, nlohmann::ordered_json special_tokens);
+  ChatTemplate(const std::string& source, std::string name, nlohmann::ordered_json special_tokens);
   ChatTemplate(ChatTemplate&&) noexcept;
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
   ~ChatTemplate();

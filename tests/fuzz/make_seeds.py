@@ -189,6 +189,13 @@ def main():
         put("fuzz_chat_template", t.stem, t.read_bytes())
     put("fuzz_chat_template", "chatml", "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    # The 2026-12-07 finding: a recursive macro (99 calls) whose body nests 30 statements; the render must
+    # refuse it before the stack runs out (interpreter.h kMaxNesting).
+    nested = "{{ m(k-1) }}"
+    for _ in range(30):
+        nested = "{% if k > -1 %}" + nested + "{% endif %}"
+    put("fuzz_chat_template", "recursive_macro_nesting",
+        "{% macro m(k) %}{% if k > 0 %}" + nested + "{% endif %}{% endmacro %}{{ m(99)|length }}")
 
     route = {"completions": b"\x00", "chat": b"\x01", "tokenize": b"\x02", "detokenize": b"\x03"}
     bodies = {

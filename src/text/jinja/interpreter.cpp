@@ -153,6 +153,23 @@ class Renderer {
   }
 
  private:
+  // One level of the tree walk: a statement or an expression being evaluated, through every macro call
+  // in progress. The parser bounds one template's nesting and call_depth_ the macro calls, but a recursive
+  // macro multiplies the two; this bounds their product, so that the walk stays well within the stack.
+  struct Nest {
+    explicit Nest(Renderer& r) : r(r) {
+      SY_CHECK(r.nesting_ < kMaxNesting,
+               "template evaluation nested deeper than {} levels (statements and expressions, through {} macro "
+               "call(s) in progress); a recursive macro should recurse less deeply",
+               kMaxNesting, r.call_depth_);
+      ++r.nesting_;
+    }
+    ~Nest() { --r.nesting_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+    Renderer& r;
+  };
+
   Flow exec(const Body& body, const FramePtr& f, std::string& out) {
     for (const auto& s : body) {
       Flow fl = exec_stmt(*s, f, out);
@@ -162,6 +179,7 @@ class Renderer {
   }
 
   Flow exec_stmt(const Stmt& s, const FramePtr& f, std::string& out) {
+    Nest nest(*this);
     line_ = s.line;
     switch (s.kind) {
       case StmtKind::text:
@@ -382,6 +400,7 @@ class Renderer {
   }
 
   Value eval(const Expr& e, const FramePtr& f) {
+    Nest nest(*this);
     line_ = e.line;
     switch (e.kind) {
       case ExprKind::literal:
@@ -481,6 +500,7 @@ class Renderer {
   const std::string& name_;
   int line_ = 0;
   int call_depth_ = 0;
+  int nesting_ = 0;
   int64_t iterations_ = 0;
   std::vector<FramePtr> macro_frames_;
 };
