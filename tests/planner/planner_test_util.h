@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -9,6 +10,18 @@
 #include "planner/planner.h"
 
 namespace sy::test {
+
+// A cuda profile with copies at 1e12 B/s and products at 1e15 FLOP/s; `ops` and `collectives` as given.
+inline nlohmann::json profile_json(const nlohmann::json& ops,
+                                   const nlohmann::json& collectives = nlohmann::json::object()) {
+  return {{"format", "switchyard-profile"},
+          {"version", 1},
+          {"machine", {{"device", "cuda"}, {"name", "test GPU"}, {"ranks", 1}, {"transport", "none"}}},
+          {"rates", {{"copy_gb_s", 1000.0}, {"matrix_tflop_s", 1000.0}}},
+          {"step", {{"launch_us", 3.0}, {"sync_us", 5.0}, {"graph_launch_us", 7.0}, {"copy_to_host_us", 9.0}}},
+          {"ops", ops},
+          {"collectives", collectives}};
+}
 
 inline std::filesystem::path planner_configs_dir() {
   return std::filesystem::path(SY_SOURCE_DIR) / "tests" / "planner" / "configs";
