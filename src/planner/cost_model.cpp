@@ -24,7 +24,7 @@ namespace sy {
 namespace {
 
 // The op pricing (cost_ops.h): Ops, the phases, the explanation's trace.
-using namespace cost;  // NOLINT(google-build-using-namespace): the phases read as in bench latency
+using namespace cost;
 
 // Mirrors of the engine's choices (kept equal by hand; each names where it comes from).
 constexpr int64_t kStackedQkvMaxTokens = 256;  // blocks/attention.cpp: q, k, v in one product up to this many rows
