@@ -40,10 +40,10 @@ void trace_op(const std::string& op, const std::string& table, const std::vector
 // that holds a point of at least the query's rows (vary's first dim) and, where it has a q_len dim, of the query's
 // tokens a sequence; else its own (timed hot). The point may be of another shape: the whole experts' 128-row
 // prefill query passes on the expert-parallel slices' 512-row points and is priced from its own shape's 64-row
-// point (requiring the query's nearest shape to reach the rows replanned worse: docs/perf-notes.md, twenty-eighth
-// session, variant b). paged_attention_cold is timed at decode's one token a sequence: a
-// prefill's 128 queries a sequence priced from those points took the medium config's attention at 1 rank from
-// its 0.49 ms hot point to 3.6 ms a layer once the lookups scaled by query heads × keys (docs/perf-notes.md
+// point, continued past it by the hot table (op_time; requiring the query's nearest shape to reach the rows
+// replanned worse: docs/perf-notes.md, twenty-eighth session, variant b). paged_attention_cold is timed at decode's one
+// token a sequence: a prefill's 128 queries a sequence priced from those points took the medium config's attention at 1
+// rank from its 0.49 ms hot point to 3.6 ms a layer once the lookups scaled by query heads × keys (docs/perf-notes.md
 // item 58).
 std::string timed_op(const MachineProfile& p, const std::string& op, const DimView& q,
                      const std::vector<std::string>& vary, const Busy& busy) {
@@ -70,16 +70,36 @@ double op_time(const MachineProfile& p, const std::string& op_in, const std::vec
   const OpWork w = work(q);
   *bytes += w.bytes;
   const std::string op = timed_op(p, op_in, q, vary, busy);
-  const auto priced = [&](const std::string& table) {
-    double t = p.has_op(table) ? p.op_seconds(table, q, vary, work) : p.work_seconds(w);
+  const auto priced_at = [&](const std::string& table, const DimView& at) {
+    double t = p.has_op(table) ? p.op_seconds(table, at, vary, work) : p.work_seconds(work(at));
     if (busy.share < 1 && p.has_op_alone(table)) {
-      const double a = p.op_seconds(table, q, vary, work, true);
+      const double a = p.op_seconds(table, at, vary, work, true);
       t = a + busy.share * (t - a);
     }
     return t;
   };
+  const auto priced = [&](const std::string& table) { return priced_at(table, q); };
   const bool alone = busy.share < 1 && p.has_op_alone(op);
   double s = priced(op);
+  // The grouped experts past the rows their cold table timed at the query's own shape (a 1-rank prefill's 128 rows
+  // of the whole experts, timed cold up to 64, the table taken for the expert-parallel slices' points up to 512)
+  // cost their hot time at the query plus what reading the weights from memory added at that shape's last cold
+  // point: past it every expert is touched, so the rows past it compute as the same kernel's hot rows do, over the
+  // same weights. The cold point extrapolated by its work at the profile's rates priced r22's medium experts at
+  // 9.0 ms a layer where the engine took 11.4 and the hot 128-row point 11.2. Not for linear_cold: the 8-rank
+  // profiles time the LM head cold at one row only, and continuing that point by the hot table moved r22's tp8 b64
+  // dense phase from −7% to +17% (docs/perf-notes.md item 65).
+  bool continued = false;
+  if (op_in == "moe_experts" && op != op_in && p.has_op(op_in)) {
+    const double last = p.largest_timed(op, q, vary.front());
+    if (last > 0 && q[vary.front()] > last) {
+      std::vector<double> at = values;
+      at[static_cast<size_t>(std::find(names.begin(), names.end(), vary.front()) - names.begin())] = last;
+      const DimView q_last{&names, at.data()};
+      s = priced(op_in) + std::max(0.0, priced_at(op, q_last) - priced_at(op_in, q_last));
+      continued = true;
+    }
+  }
   // A cold point is the op reading its weights from memory: at most its hot time and those bytes at the streaming
   // rate one after the other. A CPU profile's cold tables hold a few rows a shape (1, 4, 16, 64), and a point above
   // that caught the host busy: r20's priced the medium config's LM head at 64 rows at 41.9 ms where the engine took
@@ -95,7 +115,8 @@ double op_time(const MachineProfile& p, const std::string& op_in, const std::vec
   if (t_trace.rows != nullptr) {
     trace_op(op_in,
              (p.has_op(op) ? op : "work") + std::string(alone ? " (alone-all)" : "") +
-                 (capped ? " (hot + stream cap)" : "") + (floor ? " (streaming floor)" : ""),
+                 (continued ? " (hot past its cold rows)" : "") + (capped ? " (hot + stream cap)" : "") +
+                 (floor ? " (streaming floor)" : ""),
              names, values, busy.share, s);
   }
   return s;

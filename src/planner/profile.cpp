@@ -392,6 +392,23 @@ double MachineProfile::op_seconds(const std::string& op, const DimView& query, c
   return three[1];
 }
 
+double MachineProfile::largest_timed(const std::string& op, const DimView& query, const std::string& rows) const {
+  const auto it = ops.find(op);
+  SY_CHECK(it != ops.end(), "the profile {} has no timings of op '{}'; calibrate again with this build", source, op);
+  const OpTable& t = it->second;
+  const int r = t.dim(rows);
+  SY_CHECK(r >= 0, "the profile {} times op '{}' by {}, without '{}'", source, op, fmt::join(t.dims, ", "), rows);
+  const OpShapes& index = t.shapes({r});
+  for (const OpShape& s : index.shapes) {
+    bool same = true;
+    for (size_t d = 0; d < t.dims.size() && same; ++d) {
+      if (index.shape_dim[d]) same = s.point[d] == query[t.dims[d]];
+    }
+    if (same) return s.hi[static_cast<size_t>(r)];
+  }
+  return 0;
+}
+
 namespace {
 
 // Weights this large stream from memory whatever the CPU's caches (the largest last-level caches hold a few

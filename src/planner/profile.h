@@ -123,6 +123,9 @@ struct MachineProfile {
   // alone: from "ops_alone" (sy::Error when the profile has no such table; see has_op_alone).
   double op_seconds(const std::string& op, const DimView& query, const std::vector<std::string>& vary,
                     const WorkFn& work, bool alone = false) const;
+  // The largest `rows` timed in `op`'s table at the query's own shape (every dim but `rows` and the outcome dims
+  // equal to the query's); 0 when the table has no point of that shape. sy::Error as op_seconds.
+  double largest_timed(const std::string& op, const DimView& query, const std::string& rows) const;
   // Seconds of a collective `kind` over `ranks` ranks moving `bytes` per rank; 0 for one rank. Falls back to
   // the nearest measured group size; beyond the measured bytes, latency plus bytes at the largest measured rate.
   double collective_seconds(const std::string& kind, int ranks, double bytes) const;

@@ -282,6 +282,52 @@ TEST(CostModel, CpuAttentionBeyondTheCachesTakesTheColdTable) {
   EXPECT_DOUBLE_EQ(a100, with_cold(1000));
 }
 
+// A 1-rank prefill of one 128-token prompt beyond the caches (Qwen3-30B-A3B: 128 experts top-8, 2048 × 768, 48
+// layers) on a CPU profile whose grouped experts ran at 1.5× their work hot (64, 128 and 256 rows) and 1.6× cold (16
+// and 64 rows of the whole experts; an expert-parallel slice's 256 rows make the cold table the one to take). Past
+// its 64 cold rows the call costs its hot time plus the cold point's excess over the hot one at 64 rows:
+// 1.5 W(128) + 0.1 W(64), with W the work at the query's touched experts; the products' FLOPs at the profile's
+// 2.5e10 FLOP/s make W(128) about twice W(64). Continuing the cold point by the work at the profile's rates instead
+// gave 1.6 W(64) + (W(128) − W(64)), about 16% less.
+TEST(CostModel, GroupedExpertsPastTheirColdRowsContinueAsTheHotTableDoes) {
+  const std::vector<std::string> dims = {"tokens", "top_k", "n_experts", "hidden", "inter", "touched"};
+  const auto touched = [](double t) { return 128.0 * (1.0 - std::pow(1.0 - 8.0 / 128.0, t)); };
+  json j = cpu_profile_json();
+  j["rates"]["matrix_tflop_s"] = 1e-3;  // the streaming point's 2.5e10 FLOP/s is the best linear rate
+  const json linear = {{"dims", {"m", "n", "k"}}, {"points", {{1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6}}}};
+  j["ops"] = {{"linear", linear}};
+  const MachineProfile rates = parse_profile(j.dump(), "rates.json");
+  // The work model of moe_experts (cost_ops.h Works::moe) with f32 weights, at the profile's rates.
+  const auto work = [&](double t, double k, double e, double tc) {
+    const std::vector<double> v = {t, k, e, 2048, 768, tc};
+    const DimView q{&dims, v.data()};
+    return rates.work_seconds(
+        {.bytes = q["touched"] * 3 * 2048 * 768 * 4 + 8 * t * 2048, .flops = 6 * t * k * 2048 * 768});
+  };
+  json hot = json::array(), cold = json::array();
+  for (double t : {64.0, 128.0, 256.0})
+    hot.push_back({t, 8, 128, 2048, 768, touched(t), 1.5 * work(t, 8, 128, touched(t)) * 1e6});
+  for (double t : {16.0, 64.0})
+    cold.push_back({t, 8, 128, 2048, 768, touched(t), 1.6 * work(t, 8, 128, touched(t)) * 1e6});
+  cold.push_back({256, 1, 16, 2048, 768, 16, 1.6 * work(256, 1, 16, 16) * 1e6});
+  j["ops"] = {
+      {"linear", {{"dims", {"m", "n", "k"}}, {"points", {{1, 65536, 2048, 2.0 * f32_work(1, 65536, 2048) * 1e6}}}}},
+      {"moe_experts", {{"dims", dims}, {"points", hot}}},
+      {"moe_experts_cold", {{"dims", dims}, {"points", cold}}}};
+  PlanTarget t = test::target_for(test::planner_config("qwen3_30b_a3b"), "h200", 1);
+  t.profiles = {parse_profile(j.dump(), "cpu.json")};
+  t.decode_context = 16;
+  t.decode_batch = 1;
+  t.prefill_len = 128;
+  LayoutRequest one;
+  one.set(Axis::tp, 1);
+  const double experts = predict_layout(t, check_layout(t, one)).prefill.phase_seconds[2] / 48;
+  const double w128 = work(128, 8, 128, touched(128)), w64 = work(64, 8, 128, touched(128));
+  EXPECT_GT(w128, 1.9 * w64);
+  EXPECT_NEAR(experts, 1.5 * w128 + 0.1 * w64, 1e-6 * experts);
+  EXPECT_GT(experts, 1.15 * (1.6 * w64 + (w128 - w64)));
+}
+
 // Qwen3-30B-A3B on two ranks of an h200 under `request`, by the work-only profile: the experts phase of one
 // sequence's decode step, and one expert's bf16 matrices over the 48 layers in bytes.
 double experts_phase_on_two(const LayoutRequest& request, int64_t want_edp) {
