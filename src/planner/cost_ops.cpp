@@ -88,7 +88,7 @@ double op_time(const MachineProfile& p, const std::string& op_in, const std::vec
   // same weights. The cold point extrapolated by its work at the profile's rates priced r22's medium experts at
   // 9.0 ms a layer where the engine took 11.4 and the hot 128-row point 11.2. Not for linear_cold: the 8-rank
   // profiles time the LM head cold at one row only, and continuing that point by the hot table moved r22's tp8 b64
-  // dense phase from −7% to +17% (docs/perf-notes.md item 65).
+  // dense phase from +7% to +17% (docs/perf-notes.md item 65).
   bool continued = false;
   if (op_in == "moe_experts" && op != op_in && p.has_op(op_in)) {
     const double last = p.largest_timed(op, q, vary.front());
