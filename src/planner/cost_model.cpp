@@ -2,14 +2,11 @@
 // and runtime/executor.cpp issue them, priced op by op (cost_ops.cpp); the busiest rank of the slowest stage decides.
 #include "planner/cost_model.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <numbers>
 #include <random>
 #include <tuple>
 #include <utility>
