@@ -71,7 +71,8 @@ double op_time(const MachineProfile& p, const std::string& op_in, const std::vec
   *bytes += w.bytes;
   const std::string op = timed_op(p, op_in, q, vary, busy);
   const auto priced_at = [&](const std::string& table, const DimView& at) {
-    double t = p.has_op(table) ? p.op_seconds(table, at, vary, work) : p.work_seconds(work(at));
+    double t =
+        p.has_op(table) ? p.op_seconds(table, at, vary, work) : p.work_seconds(at.values == q.values ? w : work(at));
     if (busy.share < 1 && p.has_op_alone(table)) {
       const double a = p.op_seconds(table, at, vary, work, true);
       t = a + busy.share * (t - a);
@@ -89,14 +90,16 @@ double op_time(const MachineProfile& p, const std::string& op_in, const std::vec
   // 9.0 ms a layer where the engine took 11.4 and the hot 128-row point 11.2. Not for linear_cold: the 8-rank
   // profiles time the LM head cold at one row only, and continuing that point by the hot table moved r22's tp8 b64
   // dense phase from +7% to +17% (docs/perf-notes.md item 65).
+  const bool cold_table = op != op_in && p.has_op(op_in);
+  const double hot = cold_table ? priced(op_in) : 0;
   bool continued = false;
-  if (op_in == "moe_experts" && op != op_in && p.has_op(op_in)) {
+  if (op_in == "moe_experts" && cold_table) {
     const double last = p.largest_timed(op, q, vary.front());
     if (last > 0 && q[vary.front()] > last) {
       std::vector<double> at = values;
       at[static_cast<size_t>(std::find(names.begin(), names.end(), vary.front()) - names.begin())] = last;
       const DimView q_last{&names, at.data()};
-      s = priced(op_in) + std::max(0.0, priced_at(op, q_last) - priced_at(op_in, q_last));
+      s = hot + std::max(0.0, priced_at(op, q_last) - priced_at(op_in, q_last));
       continued = true;
     }
   }
@@ -105,8 +108,8 @@ double op_time(const MachineProfile& p, const std::string& op_in, const std::vec
   // that caught the host busy: r20's priced the medium config's LM head at 64 rows at 41.9 ms where the engine took
   // 20.2 and its hot 32-row point 18.5 (docs/perf-notes.md item 59).
   bool capped = false;
-  if (op != op_in && p.has_op(op_in)) {
-    const double cap = priced(op_in) + w.bytes / busy.stream;
+  if (cold_table) {
+    const double cap = hot + w.bytes / busy.stream;
     capped = s > cap;
     s = std::min(s, cap);
   }
